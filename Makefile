@@ -1,0 +1,47 @@
+# make demo  - list devices and run the bundled program (bootstraps everything it needs)
+# make test  - lint and run the test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+TOSA_VENV ?= .venv-tosa
+PY := $(VENV)/bin/python
+EXTRAS ?= test,vulkan,webgpu,opengl
+
+.PHONY: all demo test lint system-deps venv tosa-tools gpu-check clean
+
+all: test
+
+system-deps:
+	@scripts/install-system-deps
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+# tosa-tools pins old numpy/flatbuffers: it lives in its own environment as a test tool only.
+$(TOSA_VENV)/.installed:
+	$(PYTHON) -m venv $(TOSA_VENV)
+	$(TOSA_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TOSA_VENV)/bin/python -m pip install -q "tosa-tools==2026.8.0"
+	touch $@
+
+tosa-tools: $(TOSA_VENV)/.installed
+
+lint: venv
+	$(VENV)/bin/ruff check src tests scripts benchmarks examples
+
+test: system-deps venv tosa-tools lint
+	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow"
+
+demo: system-deps venv
+	$(VENV)/bin/ironaccel demo
+
+gpu-check:
+	scripts/gpu-check
+
+clean:
+	rm -rf $(VENV) $(TOSA_VENV) build .pytest_cache

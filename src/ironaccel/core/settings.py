@@ -1,0 +1,50 @@
+"""Every environment variable IronAccel reads, read in one place.
+
+Backends and probes take their configuration from :data:`settings`, never from ``os.environ``, so a
+test can build a :class:`Settings` of its own and the full list of knobs lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    # Explicit library paths per family (tests point these at fake drivers); None = search the usual names.
+    libraries: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Families switched off by IRONACCEL_<FAMILY>=0.
+    disabled: frozenset[str] = frozenset()
+    probe_timeout_s: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        from .kinds import BackendKind
+
+        libraries: dict[str, str] = {}
+        disabled = set()
+        for kind in BackendKind:
+            key = kind.value.upper().replace("-", "_")
+            lib = env.get(f"IRONACCEL_{key}_LIBRARY")
+            if lib:
+                libraries[kind.value] = lib
+            if not _flag(env, f"IRONACCEL_{key}", True):
+                disabled.add(kind.value)
+        timeout = float(env.get("IRONACCEL_PROBE_TIMEOUT", "10") or 10)
+        return cls(libraries=libraries, disabled=frozenset(disabled), probe_timeout_s=timeout)
+
+    def library(self, kind: str) -> str | None:
+        return self.libraries.get(kind)
+
+
+settings = Settings.from_env()

@@ -1,0 +1,34 @@
+"""The TOSA 1.0 program model: element types, operators, attributes and the immutable IR."""
+
+from .attributes import (
+    ATTRIBUTE_OF,
+    Attribute,
+    NanPropagationMode,
+    ResizeMode,
+    RoundingMode,
+    attribute_class,
+)
+from .dtypes import DType, storage_bytes
+from .ir import Block, Operator, Program, Region, Tensor, Version
+from .operators import GROUP_OF, TOSA_1_0_OPS, Group, Op
+
+__all__ = [
+    "ATTRIBUTE_OF",
+    "GROUP_OF",
+    "TOSA_1_0_OPS",
+    "Attribute",
+    "Block",
+    "DType",
+    "Group",
+    "NanPropagationMode",
+    "Op",
+    "Operator",
+    "Program",
+    "Region",
+    "ResizeMode",
+    "RoundingMode",
+    "Tensor",
+    "Version",
+    "attribute_class",
+    "storage_bytes",
+]
