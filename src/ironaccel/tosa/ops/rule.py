@@ -1,0 +1,126 @@
+"""The interface between the validator / builder and the per-group operator rules."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ..attributes import Attribute
+from ..dtypes import DType
+from ..operators import Op
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorType:
+    """What a rule may know about a value: its shape, element type and (for errors) its name.
+
+    A dimension of -1 is unknown (dynamic shapes, EXT-DYNAMIC).
+    """
+
+    shape: tuple[int, ...]
+    dtype: DType
+    name: str = ""
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """Level limits (specification section "Levels"); ``none`` or ``8K``."""
+
+    name: str = "none"
+    max_rank: int = 32
+    max_kernel: int = 2**31 - 1
+    max_stride: int = 2**31 - 1
+    max_scale: int = 2048
+    max_log2_size: int = 63
+    max_nesting: int = 256
+    max_tensor_list_size: int = 256
+
+
+LEVEL_NONE = Level()
+LEVEL_8K = Level("8K", 6, 8192, 8192, 256, 31, 6, 64)
+
+
+class Context(Protocol):
+    """What a rule sees of one operator. Inputs and outputs are in the specification's argument order
+    (only arguments of category input / output; attributes are in ``attribute``)."""
+
+    op: Op
+    attribute: Attribute
+    inputs: Sequence[TensorType]
+    # Declared outputs when validating a program; None when a builder asks for inference.
+    outputs: Sequence[TensorType] | None
+    level: Level
+
+    def const(self, index: int) -> np.ndarray | None:
+        """The compile-time-constant value of input ``index`` (from CONST / CONST_SHAPE), else None."""
+        ...
+
+    def error_if(self, condition: bool, rule: str, tensor: str | None = None) -> None:
+        """Raise ValidationError(rule) naming the operator (and the tensor) when ``condition`` holds."""
+        ...
+
+    def require(self, condition: bool, rule: str, tensor: str | None = None) -> None:
+        """REQUIRE: raise ValidationError(unpredictable=True) when ``condition`` does NOT hold."""
+        ...
+
+
+# A rule returns one shape per output (tuple of ints, -1 where unknown).
+Rule = Callable[[Context], list[tuple[int, ...]]]
+RULES: dict[Op, Rule] = {}
+
+
+def rule(*ops: Op) -> Callable[[Rule], Rule]:
+    """Register ``fn`` as the rule of ``ops`` (a group module decorates each of its rules)."""
+
+    def wrap(fn: Rule) -> Rule:
+        for op in ops:
+            if op in RULES:
+                raise RuntimeError(f"two rules for {op.name}")
+            RULES[op] = fn
+        return fn
+
+    return wrap
+
+
+_GROUP_MODULES = (
+    "tensor",
+    "activation",
+    "elementwise_binary",
+    "elementwise_unary",
+    "elementwise_ternary",
+    "comparison",
+    "reduction",
+    "data_layout",
+    "scatter_gather",
+    "image",
+    "type_conversion",
+    "data_nodes",
+    "custom",
+    "control_flow",
+    "variable",
+    "shape",
+)
+_loaded = False
+
+
+def rule_for(op: Op) -> Rule | None:
+    """The rule of ``op``; group modules are imported on first use."""
+    global _loaded
+    if not _loaded:
+        import importlib
+
+        for name in _GROUP_MODULES:
+            try:
+                importlib.import_module(f"{__package__}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__package__}.{name}":
+                    raise
+        _loaded = True
+    return RULES.get(op)
