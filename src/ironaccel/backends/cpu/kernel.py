@@ -1,0 +1,89 @@
+"""The interface between the CPU interpreter and its kernels.
+
+A kernel computes one TOSA operator with numpy. It receives a :class:`KernelContext` (the operator,
+its input and output tensor declarations, and hooks into the interpreter for control flow and
+variables) and the input values as numpy arrays in storage form (:attr:`DType.numpy`: INT4 as int8
+values, INT48 as int64, BF16/FP8 as ml_dtypes arrays, SHAPE as int64), and returns the output values
+in the same form, shaped as declared. Kernels never validate what the validator already checked;
+a kernel meeting an impossible case raises :class:`~ironaccel.core.errors.InternalError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ...tosa.ir import Operator, Program, Tensor
+from ...tosa.operators import Op
+
+
+class KernelContext(Protocol):
+    operator: Operator
+    inputs: Sequence[Tensor]  # declarations of the operator's inputs, spec order
+    outputs: Sequence[Tensor]  # declarations of its outputs
+    program: Program
+
+    def run_block(self, name: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the block ``name`` of the program (COND_IF / WHILE_LOOP graphs) on ``values``."""
+        ...
+
+    def variable(self, name: str) -> np.ndarray:
+        """The current value of the variable ``name``."""
+        ...
+
+    def set_variable(self, name: str, value: np.ndarray) -> None: ...
+
+
+Kernel = Callable[[KernelContext, Sequence[np.ndarray]], list[np.ndarray]]
+KERNELS: dict[Op, Kernel] = {}
+
+
+def kernel(*ops: Op) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the CPU kernel of ``ops``."""
+
+    def wrap(fn: Kernel) -> Kernel:
+        for op in ops:
+            if op in KERNELS:
+                raise RuntimeError(f"two CPU kernels for {op.name}")
+            KERNELS[op] = fn
+        return fn
+
+    return wrap
+
+
+_GROUP_MODULES = (
+    "tensor",
+    "activation",
+    "elementwise_binary",
+    "elementwise_unary",
+    "elementwise_ternary",
+    "comparison",
+    "reduction",
+    "data_layout",
+    "scatter_gather",
+    "image",
+    "type_conversion",
+    "data_nodes",
+    "control_flow",
+    "variable",
+    "shape",
+)
+_loaded = False
+
+
+def kernel_for(op: Op) -> Kernel | None:
+    """The kernel of ``op``; kernel modules are imported on first use."""
+    global _loaded
+    if not _loaded:
+        import importlib
+
+        for name in _GROUP_MODULES:
+            try:
+                importlib.import_module(f"{__package__}.ops.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__package__}.ops.{name}":
+                    raise
+        _loaded = True
+    return KERNELS.get(op)
