@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 
 from ..core import BackendKind, BackendReport
 from ..probe import default_registry
@@ -19,11 +22,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only these families (repeatable): " + " ".join(k.value for k in BackendKind),
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each probe (default 10)")
+    parser.add_argument(
+        "--driver-messages", action="store_true", help="let vendor drivers print their own messages to stderr"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     registry = default_registry()
-    reports = registry.describe_all(timeout=args.timeout)
+    if args.driver_messages:
+        reports = registry.describe_all(timeout=args.timeout)
+    else:
+        with native_stderr_silenced():
+            reports = registry.describe_all(timeout=args.timeout)
     if args.family:
         wanted = {BackendKind.parse(name) for name in args.family}
         reports = [r for r in reports if r.kind in wanted]
@@ -35,6 +45,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Drivers (Mesa, wgpu-native) write chatter straight to file descriptor 2 while probing; park it."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _gib(n: int | None) -> str:
     return "—" if n is None else f"{n / 2**30:.1f} GiB"
 
@@ -43,13 +71,14 @@ def render(reports: list[BackendReport]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # Piped output keeps full rows rather than folding at rich's 80-column default.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     families = Table(title="Accelerator families", title_justify="left")
-    families.add_column("family", style="bold")
-    families.add_column("status")
+    families.add_column("family", style="bold", no_wrap=True)
+    families.add_column("status", no_wrap=True)
     families.add_column("devices", justify="right")
-    families.add_column("probe", justify="right")
-    families.add_column("reason", overflow="fold")
+    families.add_column("probe", justify="right", no_wrap=True)
+    families.add_column("why not", overflow="fold")
     for r in reports:
         status = "[green]available[/]" if r.available else "[dim]unavailable[/]"
         families.add_row(r.kind.value, status, str(len(r.devices)), f"{r.seconds * 1e3:.0f} ms", r.reason or "")
@@ -60,17 +89,18 @@ def render(reports: list[BackendReport]) -> None:
         console.print("No devices found.")
         return
     table = Table(title="Devices", title_justify="left")
-    for col in ("id", "vendor", "name", "arch", "memory", "tier", "software", "flags"):
-        table.add_column(col, overflow="fold")
+    table.add_column("id", no_wrap=True, style="bold")
+    table.add_column("device", overflow="fold")
+    table.add_column("memory", justify="right", no_wrap=True)
+    table.add_column("tier", no_wrap=True)
+    table.add_column("flags", overflow="fold")
     for d in devices:
+        facts = " · ".join(x for x in (d.vendor.value, d.arch, f"software: {d.software}" if d.software else "") if x)
         table.add_row(
             str(d.id),
-            d.vendor.value,
-            d.name,
-            d.arch,
+            f"{d.name}\n[dim]{facts}[/]",
             _gib(d.memory_bytes),
             str(d.capability.tier),
-            d.software or "",
             " ".join(d.capability.flags.names()),
         )
     console.print(table)
