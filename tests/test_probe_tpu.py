@@ -166,6 +166,8 @@ def test_chip_without_a_device_node_is_reported_in_the_reason(lib_path, tmp_path
 
 
 def test_real_absence_names_the_library():
+    if tpu._scan("/dev", "/sys")[0]:
+        pytest.skip("this host has TPU chips")
     with pytest.raises(Unavailable) as info:
         tpu.probe(Settings())
     assert "no TPU chips found" in info.value.reason

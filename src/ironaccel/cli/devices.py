@@ -69,6 +69,7 @@ def _gib(n: int | None) -> str:
 
 def render(reports: list[BackendReport]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # Piped output keeps full rows rather than folding at rich's 80-column default.
@@ -81,7 +82,7 @@ def render(reports: list[BackendReport]) -> None:
     families.add_column("why not", overflow="fold")
     for r in reports:
         status = "[green]available[/]" if r.available else "[dim]unavailable[/]"
-        families.add_row(r.kind.value, status, str(len(r.devices)), f"{r.seconds * 1e3:.0f} ms", r.reason or "")
+        families.add_row(r.kind.value, status, str(len(r.devices)), f"{r.seconds * 1e3:.0f} ms", escape(r.reason or ""))
     console.print(families)
 
     devices = [d for r in reports for d in r.devices]
@@ -98,7 +99,7 @@ def render(reports: list[BackendReport]) -> None:
         facts = " · ".join(x for x in (d.vendor.value, d.arch, f"software: {d.software}" if d.software else "") if x)
         table.add_row(
             str(d.id),
-            f"{d.name}\n[dim]{facts}[/]",
+            f"{escape(d.name)}\n[dim]{escape(facts)}[/]",
             _gib(d.memory_bytes),
             str(d.capability.tier),
             " ".join(d.capability.flags.names()),
