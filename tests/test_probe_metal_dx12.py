@@ -10,8 +10,8 @@ import sys
 import uuid
 
 import pytest
-from fakes._build_other import build_shared
 
+from fakes._build_other import build_shared
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,

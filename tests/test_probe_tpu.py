@@ -8,8 +8,8 @@ import os
 import shutil
 
 import pytest
-from fakes._build_other import FAKES, build_shared, run_c
 
+from fakes._build_other import FAKES, build_shared, run_c
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -134,7 +134,7 @@ def test_libtpu_is_found_through_its_python_package(lib_path, fake, host, tmp_pa
 
 def test_null_api_and_short_struct_are_reasons(lib_path, fake, host):
     fake.fake_set_null(1)
-    with pytest.raises(Unavailable, match="^GetPjrtApi returned NULL$"):
+    with pytest.raises(Unavailable, match=r"^GetPjrtApi returned NULL$"):
         tpu.probe(_cfg(lib_path), **host)
     fake.fake_set_null(0)
     fake.fake_set_struct_size(16)

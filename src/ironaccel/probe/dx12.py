@@ -85,7 +85,7 @@ class LUID(ctypes.Structure):
     _fields_ = [("LowPart", ctypes.c_uint32), ("HighPart", ctypes.c_int32)]
 
 
-class DXGI_ADAPTER_DESC1(ctypes.Structure):  # noqa: N801 - the header's name
+class DXGI_ADAPTER_DESC1(ctypes.Structure):  # the header's name
     # WCHAR is 16-bit UTF-16 on Windows; ctypes.c_wchar is 32-bit elsewhere, so spell it as uint16.
     _fields_ = [
         ("Description", ctypes.c_uint16 * 128),
@@ -114,16 +114,16 @@ def _system() -> str:
     return {"darwin": "macos", "win32": "windows", "cygwin": "windows"}.get(sys.platform, sys.platform)
 
 
-def probe(
-    settings: Settings, *, system: str | None = None, dxgi_path: str = "dxgi.dll"
-) -> list[DeviceDescriptor]:
+def probe(settings: Settings, *, system: str | None = None, dxgi_path: str = "dxgi.dll") -> list[DeviceDescriptor]:
     """Every adapter that supports D3D12; ``system``/``dxgi_path`` let tests stand in for Windows."""
     system = system or _system()
     if system != "windows":
         raise Unavailable(f"DirectX 12 exists only on Windows (this is {system})")
     dxgi = _open(dxgi_path)
     d3d12 = _open(settings.library("dx12") or "d3d12.dll")
-    create_factory = _export(dxgi, dxgi_path, "CreateDXGIFactory1", ctypes.POINTER(GUID), ctypes.POINTER(ctypes.c_void_p))
+    create_factory = _export(
+        dxgi, dxgi_path, "CreateDXGIFactory1", ctypes.POINTER(GUID), ctypes.POINTER(ctypes.c_void_p)
+    )
     create_device = _export(
         d3d12, "d3d12.dll", "D3D12CreateDevice", ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(GUID), ctypes.c_void_p
     )
@@ -135,7 +135,9 @@ def probe(
     devices: list[DeviceDescriptor] = []
     seen = 0
     try:
-        enum_adapters = _method(factory.value, SLOT_FACTORY1_ENUM_ADAPTERS1, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p))
+        enum_adapters = _method(
+            factory.value, SLOT_FACTORY1_ENUM_ADAPTERS1, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)
+        )
         device_iid = GUID.parse(IID_ID3D12Device)
         for index in range(_MAX_ADAPTERS):
             adapter = ctypes.c_void_p()

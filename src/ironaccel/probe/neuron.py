@@ -143,9 +143,7 @@ def probe(settings: Settings, *, dev_dir: str = "/dev", sys_dir: str = "/sys") -
         lib, ("nrt_get_visible_vnc_count", "nrt_get_visible_nc_count"), ctypes.c_int, u32p
     )
     get_version = _optional(lib, "nrt_get_version", ctypes.c_int, ctypes.POINTER(NrtVersion), ctypes.c_size_t)
-    get_info = _optional(
-        lib, "nrt_get_instance_info", ctypes.c_int, ctypes.POINTER(NrtInstanceInfo), ctypes.c_size_t
-    )
+    get_info = _optional(lib, "nrt_get_instance_info", ctypes.c_int, ctypes.POINTER(NrtInstanceInfo), ctypes.c_size_t)
     get_mem = _optional(
         lib,
         "nrt_get_vnc_memory_stats",
@@ -176,10 +174,10 @@ def probe(settings: Settings, *, dev_dir: str = "/dev", sys_dir: str = "/sys") -
         nrt_close()
 
     driver = _read_text(os.path.join(sys_dir, "module", "neuron", "version"))
-    family_id = info.family if info else None
-    family, chip = NRT_INSTANCE_FAMILIES.get(family_id, (None, None)) if family_id is not None else (None, None)
-    arch = (c_string(info.arch_name) if info else "") or (family or "").lower()
-    flags = _FAMILY_FLAGS.get(family_id, CapabilityFlags.NONE) if family_id is not None else CapabilityFlags.NONE
+    family_id = int(info.family) if info else -1
+    family, chip = NRT_INSTANCE_FAMILIES.get(family_id, (f"family {family_id}" if info else None, None))
+    arch = (c_string(info.arch_name) if info else "") or (family.lower() if chip else "")
+    flags = _FAMILY_FLAGS.get(family_id, CapabilityFlags.NONE)
     size = None
     if info and info.size < len(NRT_INSTANCE_SIZES):
         size = NRT_INSTANCE_SIZES[info.size]
@@ -215,7 +213,9 @@ def _optional(lib: ctypes.CDLL, name: str, restype: object, *argtypes: object) -
         return None
 
 
-def _first(lib: ctypes.CDLL, names: tuple[str, ...], restype: object, *argtypes: object) -> tuple[str, ctypes._CFuncPtr]:
+def _first(
+    lib: ctypes.CDLL, names: tuple[str, ...], restype: object, *argtypes: object
+) -> tuple[str, ctypes._CFuncPtr]:
     """The first of ``names`` the library exports (the VNC names replace the deprecated NC ones)."""
     for name in names:
         fn = _optional(lib, name, restype, *argtypes)

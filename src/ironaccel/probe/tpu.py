@@ -153,7 +153,9 @@ def _pjrt_api(lib: ctypes.CDLL) -> str:
     # Read struct_size first: an older or broken plugin's struct may be shorter than our prefix.
     size = ctypes.c_size_t.from_address(address).value
     if size < ctypes.sizeof(PjrtApiPrefix):
-        raise Unavailable(f"PJRT_Api.struct_size is {size}, smaller than its {ctypes.sizeof(PjrtApiPrefix)}-byte header")
+        raise Unavailable(
+            f"PJRT_Api.struct_size is {size}, smaller than its {ctypes.sizeof(PjrtApiPrefix)}-byte header"
+        )
     prefix = PjrtApiPrefix.from_address(address)
     version = prefix.pjrt_api_version
     if version.struct_size < PJRT_API_VERSION_STRUCT_SIZE:

@@ -32,3 +32,6 @@ __all__ = [
     "attribute_class",
     "storage_bytes",
 ]
+from .codec import DEFAULT_LIMITS, Limits, load, read, save, write
+
+__all__ += ["DEFAULT_LIMITS", "Limits", "load", "read", "save", "write"]

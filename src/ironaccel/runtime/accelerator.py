@@ -1,0 +1,510 @@
+"""The execution contract every backend implements, validated once here.
+
+Public methods check their arguments, ownership and quotas, keep the book of live objects, and only
+then call the backend's underscore hooks with trusted values (a hook may assume valid input; a hook
+that finds an impossible case raises InternalError). Each method documents four things:
+**Ownership** (what is created, consumed or retained), **Blocking** (what it may wait for),
+**Failure** (what an error leaves behind) and **Copies** (which bytes move).
+
+Thread safety: every public method may be called from any thread; bookkeeping is guarded by one
+lock, and hooks run outside it except where noted. Objects of one context never affect another's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.errors import (
+    Busy,
+    DeadlineExpired,
+    DeviceLost,
+    Incompatible,
+    InternalError,
+    InvalidArgument,
+    IronAccelError,
+    OutOfBounds,
+    PermissionDenied,
+    ResourceLimit,
+    Unsupported,
+)
+from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
+from .event import EventCore, EventState
+from .gate import HostGate
+from .handles import Buffer, Context, Event, Handle, IdAllocator, Program, Queue
+from .spec import TensorSpec
+from .types import TOSA_FORMAT, Access, ArtifactRef, Binding, BufferDesc, BufferInfo, DeviceInfo, Quota, usage_allows
+
+
+@dataclasses.dataclass
+class _Record:
+    handle: Handle
+    native: Any
+    context: Context | None
+    bytes: int = 0
+    pins: int = 0  # in-flight submissions referencing this object
+    desc: Any = None
+    extra: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundRange:
+    """A binding after validation: what a backend's ``_submit`` receives per slot."""
+
+    slot: int
+    native: Any
+    offset: int
+    length: int
+    access: Access
+    spec: TensorSpec
+
+
+class Accelerator:
+    """Base of every execution backend. Subclasses implement the ``_hooks`` below."""
+
+    # ---- backend hooks (override) ----------------------------------------------------------
+    def _device_info(self) -> DeviceInfo:
+        raise NotImplementedError("device_info")
+
+    def _capabilities(self) -> Any:
+        """The backend's ``tosa.capability.CapabilityDescriptor``."""
+        raise NotImplementedError("capabilities")
+
+    def _create_context(self) -> Any:
+        return object()
+
+    def _destroy_context(self, native: Any) -> None:
+        pass
+
+    def _allocate(self, context: Any, desc: BufferDesc) -> tuple[Any, BufferInfo]:
+        raise NotImplementedError("allocate_buffer")
+
+    def _write(self, native: Any, offset: int, data: memoryview) -> None:
+        raise NotImplementedError("write_buffer")
+
+    def _read(self, native: Any, offset: int, out: memoryview) -> None:
+        raise NotImplementedError("read_buffer")
+
+    def _free(self, native: Any) -> None:
+        pass
+
+    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+        """Make ``program`` (a validated, admitted tosa.ir.Program) resident; returns (native, resident bytes)."""
+        raise NotImplementedError("load_program")
+
+    def _unload(self, native: Any) -> None:
+        pass
+
+    def _create_queue(self, context: Any) -> Any:
+        raise NotImplementedError("create_queue")
+
+    def _destroy_queue(self, native: Any) -> None:
+        pass
+
+    def _submit(self, queue: Any, program: Any, ranges: Sequence[BoundRange], event: EventCore) -> None:
+        """Start the work (never wait for it). Call ``event.try_start()`` when execution begins and
+        ``event.complete()`` / ``event.fail(err)`` when it ends. Raising an IronAccelError means the
+        work was not accepted; raising SubmitIndeterminate means acceptance is unknown."""
+        raise NotImplementedError("submit")
+
+    supports_cancellation = False
+
+    # ---- construction -------------------------------------------------------------------------
+    def __init__(self, quota: Quota | None = None) -> None:
+        self._lock = threading.RLock()
+        self._ids = IdAllocator()
+        self._objects: dict[int, _Record] = {}
+        self._poisoned: IronAccelError | None = None
+        self.default_quota = quota or Quota()
+        self._info: DeviceInfo | None = None
+
+    # ---- identity -----------------------------------------------------------------------------
+    def device_info(self) -> DeviceInfo:
+        """Ownership: none. Blocking: bounded. Failure: nothing created. Copies: none. Stable per instance."""
+        if self._info is None:
+            self._info = self._device_info()
+        return self._info
+
+    def capabilities(self) -> Any:
+        return self._capabilities()
+
+    # ---- bookkeeping helpers ------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._poisoned is not None:
+            raise DeviceLost(f"backend unusable: {self._poisoned}")
+
+    def _record(self, handle: Any, kind: type[Handle]) -> _Record:
+        if not isinstance(handle, kind):
+            raise InvalidArgument(f"expected a {kind.kind} handle, got {type(handle).__name__}")
+        if handle.owner is not self:
+            raise PermissionDenied(f"{handle!r} belongs to another accelerator")
+        rec = self._objects.get(handle.id)
+        if rec is None or rec.handle is not handle:
+            raise InvalidArgument(f"{handle!r} is stale (already released)")
+        return rec
+
+    def _children(self, ctx: Context, kind: type[Handle]) -> list[_Record]:
+        return [r for r in self._objects.values() if r.context is ctx and type(r.handle) is kind]
+
+    def _add(self, rec: _Record) -> None:
+        self._objects[rec.handle.id] = rec
+
+    def live_resources(self) -> dict[str, int]:
+        """Counts of live objects by kind, plus buffer bytes: tests prove nothing leaks."""
+        with self._lock:
+            counts = {k: 0 for k in ("context", "buffer", "program", "queue", "event", "gate")}
+            total = 0
+            for r in self._objects.values():
+                counts[r.handle.kind if isinstance(r.handle, Handle) else "gate"] += 1
+                if isinstance(r.handle, Buffer):
+                    total += r.bytes
+            counts["buffer_bytes"] = total
+            return counts
+
+    def _quota_use(self, ctx: Context, kind: type[Handle]) -> int:
+        return sum(r.bytes for r in self._children(ctx, kind))
+
+    def _limit(self, ctx: Context, kind: type[Handle], limit: int) -> None:
+        if len(self._children(ctx, kind)) >= limit:
+            raise ResourceLimit(f"context already holds {limit} {kind.kind}s (the limit)")
+
+    # ---- contexts -----------------------------------------------------------------------------
+    def create_context(self, quota: Quota | None = None) -> Context:
+        """Ownership: returns a new empty context. Failure: nothing retained. Copies: none."""
+        with self._lock:
+            self._check_alive()
+            contexts = [r for r in self._objects.values() if isinstance(r.handle, Context)]
+            if len(contexts) >= self.device_info().limits.max_contexts:
+                raise ResourceLimit(f"{len(contexts)} contexts live (the limit)")
+            native = self._create_context()
+            ctx = Context(self, self._ids.new(), None)
+            self._add(_Record(ctx, native, None, extra=quota or self.default_quota))
+            return ctx
+
+    def destroy_context(self, ctx: Context) -> None:
+        """Ownership: consumes an EMPTY context. Failure: ReleaseRejected(Busy) hands it back while
+        children live."""
+        with self._lock:
+            rec = self._record(ctx, Context)
+            children = [r for r in self._objects.values() if r.context is ctx]
+            if children:
+                raise ReleaseRejected(Busy(f"context still holds {len(children)} object(s)"), ctx)
+            self._release(rec, self._destroy_context)
+
+    def _release(self, rec: _Record, hook: Any) -> None:
+        try:
+            hook(rec.native)
+        except IronAccelError as exc:
+            del self._objects[rec.handle.id]
+            self._poison(exc)
+            raise ReleaseIndeterminate(exc) from exc
+        del self._objects[rec.handle.id]
+
+    def _poison(self, error: IronAccelError) -> None:
+        """Make the instance unusable and fail every pending event with DeviceLost."""
+        self._poisoned = error
+        for r in list(self._objects.values()):
+            if isinstance(r.handle, Event):
+                r.native.fail(DeviceLost(f"device lost: {error}"))
+
+    # ---- buffers ------------------------------------------------------------------------------
+    def allocate_buffer(self, ctx: Context, desc: BufferDesc) -> Buffer:
+        """Ownership: a new buffer in ``ctx``. Blocking: may block on the allocator. Failure: nothing
+        retained. Copies: none (program-visible buffers are directly bindable or refused)."""
+        desc.check()
+        with self._lock:
+            self._check_alive()
+            crec = self._record(ctx, Context)
+            info = self.device_info()
+            if desc.domain not in info.domains:
+                raise Unsupported(f"memory domain {desc.domain.name} is not offered by {info.name}")
+            if desc.size > info.limits.max_buffer_bytes:
+                limit = info.limits.max_buffer_bytes
+                raise ResourceLimit(f"buffer of {desc.size} bytes exceeds the device limit {limit}")
+            self._limit(ctx, Buffer, info.limits.max_buffers_per_context)
+            quota: Quota = crec.extra
+            used = self._quota_use(ctx, Buffer)
+            if used + desc.size > quota.buffer_bytes:
+                raise ResourceLimit(f"context buffer quota: {used} + {desc.size} > {quota.buffer_bytes} bytes")
+            native, binfo = self._allocate(crec.native, desc)
+            buf = Buffer(self, self._ids.new(), ctx, binfo)
+            self._add(_Record(buf, native, ctx, bytes=max(binfo.allocation_bytes, desc.size), desc=desc))
+            return buf
+
+    def _transfer_range(self, buf: Buffer, offset: int, length: int, need: Any) -> _Record:
+        rec = self._record(buf, Buffer)
+        desc: BufferDesc = rec.desc
+        if not desc.usage & need:
+            raise PermissionDenied(f"{buf!r} was not allocated with {need.name}")
+        if not isinstance(offset, int) or offset < 0 or length < 0 or offset + length > desc.size:
+            raise OutOfBounds(f"range [{offset}, {offset}+{length}) outside {buf!r} of {desc.size} bytes")
+        if rec.pins and need.name == "TRANSFER_DESTINATION":
+            raise Busy(f"{buf!r} is bound to pending work")
+        return rec
+
+    def write_buffer(self, buf: Buffer, offset: int, data: Any) -> None:
+        """Copies: the one host-to-buffer copy point. Failure: the range may be partly written."""
+        from .types import BufferUsage
+
+        view = memoryview(data).cast("B")
+        with self._lock:
+            self._check_alive()
+            rec = self._transfer_range(buf, offset, view.nbytes, BufferUsage.TRANSFER_DESTINATION)
+        self._write(rec.native, offset, view)
+
+    def read_buffer(self, buf: Buffer, offset: int, length: int) -> bytearray:
+        """Copies: the one buffer-to-host copy point; returns a new bytearray of ``length`` bytes."""
+        from .types import BufferUsage
+
+        out = bytearray(length) if isinstance(length, int) and 0 <= length <= (1 << 40) else None
+        with self._lock:
+            self._check_alive()
+            rec = self._transfer_range(buf, offset, length, BufferUsage.TRANSFER_SOURCE)
+        self._read(rec.native, offset, memoryview(out))
+        return out
+
+    def free_buffer(self, buf: Buffer) -> None:
+        """Ownership: consumes ``buf``. Failure: ReleaseRejected(Busy) while pending work binds it."""
+        with self._lock:
+            rec = self._record(buf, Buffer)
+            if rec.pins:
+                raise ReleaseRejected(Busy(f"{buf!r} is bound to {rec.pins} pending submission(s)"), buf)
+            self._release(rec, self._free)
+
+    # ---- programs -----------------------------------------------------------------------------
+    def load_program(self, ctx: Context, artifact: ArtifactRef) -> Program:
+        """Ownership: a resident program in ``ctx`` (the payload is not retained). Failure: FormatError,
+        ValidationError or LoweringError, nothing retained. Blocking: parses and plans synchronously."""
+        from ..tosa.capability import admit
+        from ..tosa.codec import read
+        from ..tosa.validate import validate
+
+        with self._lock:
+            self._check_alive()
+            crec = self._record(ctx, Context)
+            limits = self.device_info().limits
+            self._limit(ctx, Program, limits.max_programs_per_context)
+        if artifact.format != TOSA_FORMAT:
+            raise Incompatible(f"artifact format {artifact.format:#x} is not TOSA ({TOSA_FORMAT:#x})")
+        if len(artifact.payload) > limits.max_artifact_bytes:
+            raise ResourceLimit(f"artifact of {len(artifact.payload)} bytes exceeds {limits.max_artifact_bytes}")
+        target = _decode_target(artifact.target)
+        program = read(bytes(artifact.payload))
+        validate(program, target)
+        admit(program, self._capabilities())
+        block = program.main
+        inputs = tuple(TensorSpec.of(t) for t in block.input_tensors)
+        outputs = tuple(TensorSpec.of(t) for t in block.output_tensors)
+        with self._lock:
+            self._check_alive()
+            quota: Quota = crec.extra
+            used = self._quota_use(ctx, Program)
+            native, resident = self._load(crec.native, program)
+            if resident > artifact.resident_bytes or used + resident > quota.program_bytes:
+                self._unload(native)
+                raise ResourceLimit(
+                    f"program keeps {resident} bytes resident; allowed {artifact.resident_bytes} by the artifact"
+                    f" and {quota.program_bytes - used} by the context quota"
+                )
+            handle = Program(self, self._ids.new(), ctx, inputs, outputs)
+            self._add(_Record(handle, native, ctx, bytes=resident))
+            return handle
+
+    def unload_program(self, program: Program) -> None:
+        with self._lock:
+            rec = self._record(program, Program)
+            if rec.pins:
+                raise ReleaseRejected(Busy(f"{program!r} is referenced by pending work"), program)
+            self._release(rec, self._unload)
+
+    # ---- queues -------------------------------------------------------------------------------
+    def create_queue(self, ctx: Context) -> Queue:
+        with self._lock:
+            self._check_alive()
+            crec = self._record(ctx, Context)
+            self._limit(ctx, Queue, self.device_info().limits.max_queues_per_context)
+            native = self._create_queue(crec.native)
+            q = Queue(self, self._ids.new(), ctx)
+            self._add(_Record(q, native, ctx))
+            return q
+
+    def destroy_queue(self, queue: Queue) -> None:
+        with self._lock:
+            rec = self._record(queue, Queue)
+            if rec.pins:
+                raise ReleaseRejected(Busy(f"{queue!r} has pending work"), queue)
+            self._release(rec, self._destroy_queue)
+
+    # ---- gates --------------------------------------------------------------------------------
+    def host_gate(self, ctx: Context) -> HostGate:
+        """A host-signalled gate usable as ``submit(..., after=(gate, value))`` within ``ctx``."""
+        with self._lock:
+            self._record(ctx, Context)
+            return HostGate(self, ctx)
+
+    # ---- submission ---------------------------------------------------------------------------
+    def submit(
+        self,
+        queue: Queue,
+        program: Program,
+        bindings: Sequence[Binding],
+        timeout: float | None = None,
+        after: tuple[HostGate, int] | None = None,
+    ) -> Event:
+        """Admit work and return its event; never waits for it.
+
+        Ownership: on success the event pins the queue, program and bound buffers until it is terminal.
+        Failure: SubmitRejected (nothing retained) or SubmitIndeterminate (the carried event owns them).
+        Copies: none; buffers are bound directly. ``timeout`` (seconds) counts from admission.
+        """
+        try:
+            with self._lock:
+                self._check_alive()
+                qrec = self._record(queue, Queue)
+                prec = self._record(program, Program)
+                if queue.context is not program.context:
+                    raise PermissionDenied("queue and program belong to different contexts")
+                ranges, brecs = self._bind(program, bindings)
+                if after is not None:
+                    gate, value = after
+                    if not isinstance(gate, HostGate) or gate.owner is not self or gate.context is not queue.context:
+                        raise PermissionDenied("gate belongs to another accelerator or context")
+                    if not isinstance(value, int) or value < 0:
+                        raise InvalidArgument(f"gate value must be a non-negative integer, got {value!r}")
+                limits = self.device_info().limits
+                self._limit(queue.context, Event, limits.max_events_per_context)
+                deadline = None if timeout is None else time.monotonic() + _positive(timeout)
+                core = EventCore(deadline)
+                event = Event(self, self._ids.new(), queue.context)
+                pinned = [qrec, prec, *brecs]
+                for r in pinned:
+                    r.pins += 1
+                self._add(_Record(event, core, queue.context))
+        except IronAccelError as exc:
+            raise SubmitRejected(exc) from exc
+
+        def unpin() -> None:
+            with self._lock:
+                for r in pinned:
+                    r.pins -= 1
+
+        core.on_terminal(unpin)
+
+        def start() -> None:
+            # Runs on the thread that signals the gate: a failure to start fails the event, never that thread.
+            try:
+                self._submit(qrec.native, prec.native, ranges, core)
+            except SubmitIndeterminate as exc:
+                core.fail(exc.error)
+            except IronAccelError as exc:
+                core.fail(exc)
+
+        if after is None:
+            try:
+                self._submit(qrec.native, prec.native, ranges, core)
+            except SubmitIndeterminate as exc:
+                raise SubmitIndeterminate(exc.error, event) from exc
+            except IronAccelError as exc:
+                # Not accepted: undo the bookkeeping so nothing is retained.
+                with self._lock:
+                    core.fail(exc)
+                    self._objects.pop(event.id, None)
+                raise SubmitRejected(exc) from exc
+        else:
+            gate, value = after
+            gate.when(value, start)
+        return event
+
+    def _bind(self, program: Program, bindings: Sequence[Binding]) -> tuple[list[BoundRange], list[_Record]]:
+        specs = (*program.inputs, *program.outputs)
+        n_in = len(program.inputs)
+        limit = self.device_info().limits.max_bindings_per_submission
+        if len(bindings) > limit:
+            raise ResourceLimit(f"{len(bindings)} bindings exceed the limit {limit}")
+        if len(bindings) != len(specs):
+            raise InvalidArgument(f"program has {len(specs)} slots ({n_in} inputs), got {len(bindings)} bindings")
+        seen: set[int] = set()
+        ranges: list[BoundRange] = []
+        recs: list[_Record] = []
+        for b in sorted(bindings, key=lambda b: b.slot if isinstance(b.slot, int) else -1):
+            if not isinstance(b.slot, int) or not 0 <= b.slot < len(specs) or b.slot in seen:
+                raise InvalidArgument(f"binding slot {b.slot!r} is out of range or repeated")
+            seen.add(b.slot)
+            spec = specs[b.slot]
+            rec = self._record(b.buffer, Buffer)
+            if b.buffer.context is not program.context:
+                raise PermissionDenied(f"{b.buffer!r} belongs to another context")
+            access = b.access or (Access.READ if b.slot < n_in else Access.WRITE)
+            need = Access.READ if b.slot < n_in else Access.WRITE
+            if not access & need:
+                raise InvalidArgument(f"slot {b.slot} ({spec}) needs {need.name} access, binding grants {access.name}")
+            if not usage_allows(rec.desc.usage, access):
+                raise PermissionDenied(f"{b.buffer!r} usage {rec.desc.usage!r} does not allow {access.name}")
+            length = rec.desc.size - b.offset if b.length is None else b.length
+            if not isinstance(b.offset, int) or b.offset < 0 or length < 0 or b.offset + length > rec.desc.size:
+                raise OutOfBounds(f"slot {b.slot}: range [{b.offset}, +{length}) outside a {rec.desc.size}-byte buffer")
+            if length != spec.nbytes:
+                raise InvalidArgument(f"slot {b.slot} ({spec}) needs {spec.nbytes} bytes, binding covers {length}")
+            if b.offset % spec.numpy_dtype.itemsize:
+                raise InvalidArgument(f"slot {b.slot}: offset {b.offset} not aligned to {spec.numpy_dtype.itemsize}")
+            ranges.append(BoundRange(b.slot, rec.native, b.offset, length, access, spec))
+            recs.append(rec)
+        return ranges, recs
+
+    # ---- events -------------------------------------------------------------------------------
+    def poll_event(self, event: Event) -> EventState:
+        """Never blocks. A terminal state never changes."""
+        with self._lock:
+            return self._record(event, Event).native.state
+
+    def event_error(self, event: Event) -> IronAccelError | None:
+        with self._lock:
+            return self._record(event, Event).native.error
+
+    def wait(self, event: Event, timeout: float | None = None) -> EventState:
+        """Block up to ``timeout`` seconds (None: forever); raises DeadlineExpired if still pending."""
+        with self._lock:
+            core: EventCore = self._record(event, Event).native
+        state = core.wait(timeout)
+        if not state.terminal:
+            raise DeadlineExpired(f"{event!r} still pending after {timeout} s")
+        return state
+
+    def cancel_event(self, event: Event) -> bool:
+        """True when cancellation won (the work never started); False when the event finished first."""
+        with self._lock:
+            core: EventCore = self._record(event, Event).native
+        if not self.supports_cancellation:
+            raise Unsupported("this backend does not cancel submitted work")
+        return core.cancel()
+
+    def destroy_event(self, event: Event) -> None:
+        """Ownership: consumes a TERMINAL event. Failure: ReleaseRejected(Busy) while it is pending."""
+        with self._lock:
+            rec = self._record(event, Event)
+            if not rec.native.state.terminal:
+                raise ReleaseRejected(Busy(f"{event!r} is pending"), event)
+            del self._objects[event.id]
+
+
+def _positive(timeout: float) -> float:
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise InvalidArgument(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    return float(timeout)
+
+
+def _decode_target(words: Sequence[int]) -> Any:
+    if not words:
+        return None
+    from ..tosa.target import Target
+
+    try:
+        return Target.decode(tuple(words))
+    except (ValueError, InvalidArgument) as exc:
+        raise Incompatible(f"artifact target: {exc}") from exc
+
+
+__all__ = ["Accelerator", "BoundRange", "InternalError"]

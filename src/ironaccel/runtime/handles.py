@@ -1,0 +1,72 @@
+"""Opaque handles the contract hands out. A handle names an object; the accelerator holds its state.
+
+IDs are generational (index in the low 32 bits, generation above), never reused within an instance,
+so a stale or foreign handle is recognised instead of silently naming a newer object.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+
+class Handle:
+    __slots__ = ("context", "id", "owner")
+    kind = "object"
+
+    def __init__(self, owner: object, id: int, context: Context | None) -> None:
+        self.owner = owner
+        self.id = id
+        self.context = context
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.id:#x}>"
+
+
+class Context(Handle):
+    __slots__ = ()
+    kind = "context"
+
+
+class Buffer(Handle):
+    __slots__ = ("info",)
+    kind = "buffer"
+
+    def __init__(self, owner: object, id: int, context: Context | None, info: object) -> None:
+        super().__init__(owner, id, context)
+        self.info = info
+
+
+class Program(Handle):
+    __slots__ = ("inputs", "outputs")
+    kind = "program"
+
+    def __init__(self, owner: object, id: int, context: Context | None, inputs: tuple, outputs: tuple) -> None:
+        super().__init__(owner, id, context)
+        self.inputs = inputs  # TensorSpec per input slot
+        self.outputs = outputs  # TensorSpec per output slot
+
+
+class Queue(Handle):
+    __slots__ = ()
+    kind = "queue"
+
+
+class Event(Handle):
+    __slots__ = ()
+    kind = "event"
+
+
+class IdAllocator:
+    """Generational ids: a fresh index per object, generation bumped per allocator instance."""
+
+    _instances = itertools.count(1)
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+        self._generation = next(IdAllocator._instances) & 0xFFFFFFFF
+        self._lock = threading.Lock()
+
+    def new(self) -> int:
+        with self._lock:
+            return (self._generation << 32) | (next(self._next) & 0xFFFFFFFF)
