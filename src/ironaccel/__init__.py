@@ -36,6 +36,13 @@ def devices() -> list[DeviceDescriptor]:
     return [d for report in init().describe_all() for d in report.devices]
 
 
+def open(spec: str = "auto"):  # noqa: A001 - the user-facing name, as in the README
+    """Open an execution device: ``"cpu"``, ``"vulkan"``, ``"vulkan:1"`` or ``"auto"`` (see runtime.session)."""
+    from .runtime.session import open_device
+
+    return open_device(spec)
+
+
 def describe() -> list[BackendReport]:
     """One report per family: available or why not, and its devices."""
     return init().describe_all()
@@ -50,4 +57,5 @@ __all__ = [
     "describe",
     "devices",
     "init",
+    "open",
 ]

@@ -1,0 +1,130 @@
+"""The CPU backend behind the execution contract.
+
+Every memory domain is host memory here, so each buffer is one numpy byte array: Host, Device and
+Shared are all host-visible and directly bindable, and binding never copies. Each queue is one worker
+thread running its submissions in order; ``submit`` only enqueues. Cancellation wins while a
+submission has not started. A program's deadline is checked before it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import queue as queue_mod
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import InternalError, IronAccelError
+from ...runtime.accelerator import Accelerator, BoundRange
+from ...runtime.event import EventCore
+from ...runtime.types import BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
+
+
+class _Worker:
+    """One thread draining one queue in submission order; it exits when the queue is destroyed."""
+
+    def __init__(self) -> None:
+        self._jobs: queue_mod.SimpleQueue[Any] = queue_mod.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="ironaccel-cpu-queue", daemon=True)
+        self._thread.start()
+
+    def put(self, job: Any) -> None:
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+
+class CpuAccelerator(Accelerator):
+    supports_cancellation = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    def _device_info(self) -> DeviceInfo:
+        return DeviceInfo(
+            name=f"CPU ({platform.machine()}, {os.cpu_count()} threads)",
+            kind="cpu",
+            vendor="host",
+            cancellation=True,
+            limits=Limits(),
+        )
+
+    def _capabilities(self) -> Any:
+        from ...tosa.capability import descriptor_for_all_of_tosa_1_0
+
+        return descriptor_for_all_of_tosa_1_0()
+
+    def _allocate(self, context: Any, desc: BufferDesc) -> tuple[Any, BufferInfo]:
+        try:
+            backing = np.zeros(desc.size + desc.alignment, dtype=np.uint8)
+        except MemoryError as exc:
+            from ...core.errors import OutOfMemory
+
+            raise OutOfMemory(f"cannot allocate {desc.size} bytes of host memory") from exc
+        # Align the start so views of any dtype are aligned as the caller asked.
+        skip = (-backing.ctypes.data) % desc.alignment
+        data = backing[skip : skip + desc.size]
+        info = BufferInfo(desc.size, backing.nbytes, desc.alignment, MemoryDomain(desc.domain), True, True)
+        return data, info
+
+    def _write(self, native: np.ndarray, offset: int, data: memoryview) -> None:
+        native[offset : offset + data.nbytes] = np.frombuffer(data, dtype=np.uint8)
+
+    def _read(self, native: np.ndarray, offset: int, out: memoryview) -> None:
+        np.frombuffer(out, dtype=np.uint8)[:] = native[offset : offset + out.nbytes]
+
+    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+        from .interpreter import load
+
+        compiled = load(program)
+        resident = sum(t.data.nbytes for b in program.blocks() for t in b.tensors if t.data is not None)
+        return _Loaded(compiled, len(program.main.inputs)), resident
+
+    def _create_queue(self, context: Any) -> Any:
+        return _Worker()
+
+    def _destroy_queue(self, native: _Worker) -> None:
+        native.close()
+
+    def _submit(self, queue: _Worker, program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -> None:
+        queue.put(lambda: _execute(program, ranges, event))
+
+
+class _Loaded:
+    __slots__ = ("compiled", "n_inputs")
+
+    def __init__(self, compiled: Any, n_inputs: int) -> None:
+        self.compiled = compiled
+        self.n_inputs = n_inputs
+
+
+def _view(r: BoundRange) -> np.ndarray:
+    raw = r.native[r.offset : r.offset + r.length]
+    return raw.view(r.spec.numpy_dtype).reshape(r.spec.shape)
+
+
+def _execute(program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -> None:
+    if not event.try_start():
+        return
+    try:
+        inputs = [_view(r) for r in ranges if r.slot < program.n_inputs]
+        outputs = program.compiled.run(inputs)
+        out_ranges = [r for r in ranges if r.slot >= program.n_inputs]
+        if len(outputs) != len(out_ranges):
+            raise InternalError(f"program produced {len(outputs)} outputs for {len(out_ranges)} slots")
+        for r, value in zip(out_ranges, outputs, strict=True):
+            _view(r)[...] = value
+    except IronAccelError as exc:
+        event.fail(exc)
+    except Exception as exc:  # noqa: BLE001 - a kernel defect fails the event, never the worker thread
+        event.fail(InternalError(f"CPU kernel failed: {type(exc).__name__}: {exc}"))
+    else:
+        event.complete()

@@ -1,0 +1,211 @@
+"""The API a user touches: ``open`` a device, ``compile`` a program, call it.
+
+    dev = ironaccel.open("cpu")          # "vulkan", "vulkan:1", "auto"
+    exe = dev.compile("model.tosa")      # a path, bytes or a tosa.Program: validated, admitted, loaded
+    y, = exe(x)                          # numpy (or any DLPack array) in, numpy out
+    run = exe.submit(x); outs = run.wait()
+
+Each Device owns one context and one queue on its Accelerator; an Executable owns a loaded program.
+Device and Executable are safe to use from several threads (calls on one executable run in order).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import InvalidArgument, IronAccelError, Unsupported
+from .accelerator import Accelerator
+from .backends import AUTO_ORDER, factory
+from .event import EventState
+from .handles import Buffer, Event, Program
+from .spec import TensorSpec
+from .types import ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
+
+_IO_USAGE = (
+    BufferUsage.PROGRAM_INPUT
+    | BufferUsage.PROGRAM_OUTPUT
+    | BufferUsage.TRANSFER_SOURCE
+    | BufferUsage.TRANSFER_DESTINATION
+)
+
+
+def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
+    if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
+        value = np.from_dlpack(value)
+    arr = np.asarray(value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=spec.numpy_dtype)
+    if arr.dtype != spec.numpy_dtype:
+        raise InvalidArgument(f"input {index} ({spec}): expected {spec.numpy_dtype}, got {arr.dtype}")
+    if arr.shape != spec.shape:
+        raise InvalidArgument(f"input {index} ({spec}): expected shape {spec.shape}, got {arr.shape}")
+    return np.ascontiguousarray(arr)
+
+
+class Run:
+    """A submitted call: ``done``, ``wait(timeout) -> outputs``."""
+
+    def __init__(self, exe: Executable, event: Event, buffers: list[Buffer]) -> None:
+        self._exe = exe
+        self.event = event
+        self._buffers = buffers
+        self._outputs: list[np.ndarray] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._exe.device.accelerator.poll_event(self.event).terminal
+
+    def wait(self, timeout: float | None = None) -> list[np.ndarray]:
+        if self._outputs is None:
+            self._outputs = self._exe._finish(self.event, self._buffers, timeout)
+        return self._outputs
+
+
+class Executable:
+    """A program loaded on a device, callable with arrays."""
+
+    def __init__(self, device: Device, program: Program) -> None:
+        self.device = device
+        self.program = program
+        self.inputs: tuple[TensorSpec, ...] = program.inputs
+        self.outputs: tuple[TensorSpec, ...] = program.outputs
+        self._lock = threading.Lock()
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        return self.submit(*arrays).wait()
+
+    def submit(self, *arrays: Any, timeout: float | None = None) -> Run:
+        if len(arrays) != len(self.inputs):
+            raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
+        values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+        acc, ctx = self.device.accelerator, self.device.context
+        buffers: list[Buffer] = []
+        try:
+            for spec in (*self.inputs, *self.outputs):
+                buffers.append(
+                    acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), MemoryDomain.SHARED, _IO_USAGE))
+                )
+            for buf, value in zip(buffers, values, strict=False):
+                acc.write_buffer(buf, 0, value.view(np.uint8).reshape(-1) if value.size else b"")
+            bindings = [
+                Binding(slot, buf, 0, spec.nbytes)
+                for slot, (buf, spec) in enumerate(zip(buffers, (*self.inputs, *self.outputs), strict=True))
+            ]
+            event = acc.submit(self.device.queue, self.program, bindings, timeout=timeout)
+        except BaseException:
+            for buf in buffers:
+                acc.free_buffer(buf)
+            raise
+        return Run(self, event, buffers)
+
+    def _finish(self, event: Event, buffers: list[Buffer], timeout: float | None) -> list[np.ndarray]:
+        acc = self.device.accelerator
+        try:
+            state = acc.wait(event, timeout)
+            if state is not EventState.COMPLETE:
+                error = acc.event_error(event)
+                if error is not None:
+                    raise error
+                raise IronAccelError(f"execution ended {state.value}")
+            outs = []
+            for buf, spec in zip(buffers[len(self.inputs) :], self.outputs, strict=True):
+                raw = acc.read_buffer(buf, 0, spec.nbytes)
+                outs.append(np.frombuffer(raw, dtype=spec.numpy_dtype).reshape(spec.shape).copy())
+            return outs
+        finally:
+            if acc.poll_event(event).terminal:
+                acc.destroy_event(event)
+                for buf in buffers:
+                    acc.free_buffer(buf)
+
+    def close(self) -> None:
+        self.device.accelerator.unload_program(self.program)
+
+
+class Device:
+    """One accelerator opened for use: a context and a queue on it."""
+
+    def __init__(self, accelerator: Accelerator, name: str, why: str = "") -> None:
+        self.accelerator = accelerator
+        self.name = name
+        self.why = why
+        self.info = accelerator.device_info()
+        self.context = accelerator.create_context()
+        self.queue = accelerator.create_queue(self.context)
+        self._executables: list[Executable] = []
+
+    def __repr__(self) -> str:
+        return f"<Device {self.name}: {self.info.name}>"
+
+    def compile(self, source: Any, resident_bytes: int | None = None) -> Executable:
+        """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program."""
+        payload = _payload(source)
+        bound = resident_bytes if resident_bytes is not None else 4 * len(payload) + (1 << 20)
+        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound))
+        exe = Executable(self, program)
+        self._executables.append(exe)
+        return exe
+
+    def close(self) -> None:
+        acc = self.accelerator
+        for exe in self._executables:
+            exe.close()
+        self._executables.clear()
+        acc.destroy_queue(self.queue)
+        acc.destroy_context(self.context)
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _payload(source: Any) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).read_bytes()
+    from ..tosa.codec import write
+    from ..tosa.ir import Program as TosaProgram
+
+    if isinstance(source, TosaProgram):
+        return write(source)
+    raise InvalidArgument(f"cannot compile a {type(source).__name__}: give a path, bytes or a tosa Program")
+
+
+def open_device(spec: str = "auto") -> Device:
+    """Open ``"cpu"``, ``"vulkan"``, ``"vulkan:N"`` (an index, UUID or name after the colon) or ``"auto"``.
+
+    "auto" takes the first backend of AUTO_ORDER that opens a non-software device, else the CPU; the
+    returned Device's ``why`` says what was picked and why.
+    """
+    name, _, selector = spec.partition(":")
+    name = name.strip().lower()
+    if name != "auto":
+        acc = factory(name)(selector or None) if selector else factory(name)()
+        return Device(acc, spec, f"asked for {spec}")
+    skipped: list[str] = []
+    for candidate in AUTO_ORDER:
+        try:
+            acc = factory(candidate)()
+        except (IronAccelError, ImportError, OSError) as exc:
+            skipped.append(f"{candidate}: {exc}")
+            continue
+        info = acc.device_info()
+        if info.software and candidate != "cpu":
+            skipped.append(f"{candidate}: only a software device ({info.software})")
+            continue
+        why = f"picked {candidate} ({info.name})" + (f"; skipped {'; '.join(skipped)}" if skipped else "")
+        return Device(acc, candidate, why)
+    raise Unsupported("no execution backend could be opened: " + "; ".join(skipped))
+
+
+def compile_and_run(program: Any, inputs: Sequence[Any], device: str = "cpu") -> list[np.ndarray]:
+    """One-shot helper: open, compile, run, close."""
+    with open_device(device) as dev:
+        return dev.compile(program)(*inputs)

@@ -1,0 +1,290 @@
+"""Shared test helpers for TOSA work: the tosa-tools environment, cached conformance tests, the reference model.
+
+tosa-tools pins old numpy / flatbuffers, so it lives in its own virtual environment and is only ever run
+as a subprocess. Where it is:
+
+1. ``<repo>/.venv-tosa`` (what ``make tosa-tools`` creates), else
+2. the directory named by ``IRONACCEL_TOSA_TOOLS_VENV``, else
+3. absent: :func:`require_tosa_tools` skips the test and says how to get it.
+
+API (import it from a test module: ``from tosa_fixtures import cts_dir, ...``):
+
+* :func:`tosa_tools_venv` -> Path | None; :func:`require_tosa_tools` -> Path (or skip)
+* :func:`cts_dir(profile, operators, extensions)` -> Path: conformance tests generated once into
+  ``<repo>/.cache/cts/`` and reused by later sessions; :func:`cts_tests(root)` lists their directories
+* :func:`run_reference_model(tosa_bytes, inputs)` -> outputs (raises :class:`ReferenceModelError`
+  unless the graph status is TOSA_VALID); :func:`run_reference_batch(jobs)` runs many files in one process
+* :func:`tosa_opt_serialize(mlir_text)` -> bytes: a .tosa written by tosa-opt (the C++ serializer)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / ".cache" / "cts"
+HELPER = Path(__file__).resolve().parent / "tools" / "run_reference_model.py"
+ENV_VAR = "IRONACCEL_TOSA_TOOLS_VENV"
+TOSA_VERSION = "1.0.2"
+
+
+def _is_tools_venv(path: Path) -> bool:
+    return (path / "bin" / "python").exists() and (path / "bin" / "tosa_verif_conformance_generator").exists()
+
+
+def tosa_tools_venv() -> Path | None:
+    """The tosa-tools virtual environment: ``<repo>/.venv-tosa``, then ``$IRONACCEL_TOSA_TOOLS_VENV``."""
+    candidates = [REPO / ".venv-tosa"]
+    if os.environ.get(ENV_VAR):
+        candidates.append(Path(os.environ[ENV_VAR]))
+    for path in candidates:
+        if _is_tools_venv(path):
+            return path
+    return None
+
+
+def require_tosa_tools() -> Path:
+    venv = tosa_tools_venv()
+    if venv is None:
+        pytest.skip(f"tosa-tools not found: run `make tosa-tools` (creates {REPO / '.venv-tosa'}) or set {ENV_VAR}")
+    return venv
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"no site-packages under {venv}")
+    return found[-1]
+
+
+def tools_version(venv: Path) -> str:
+    dists = sorted(site_packages(venv).glob("tosa_tools-*.dist-info"))
+    return dists[-1].name.removeprefix("tosa_tools-").removesuffix(".dist-info") if dists else "unknown"
+
+
+def schema_path(venv: Path | None = None) -> Path:
+    """tosa-tools' official ``tosa.fbs``."""
+    return site_packages(venv or require_tosa_tools()) / "bin" / "tosa.fbs"
+
+
+def _env(venv: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int = 2) -> Path:
+    """Conformance tests for ``operators`` (binary .tosa, TOSA 1.0.2) generated once and cached on disk.
+
+    ``profile`` is ``tosa-pro-int`` or ``tosa-pro-fp``; ``extensions`` are generator names such as
+    ``tosa-ext-bf16``. The cache key covers the arguments and the tosa-tools version. Returns the output
+    directory (tests sit under ``operators/<group>/<op>/<test>/``).
+    """
+    return _cts_dir(profile, tuple(sorted(operators)), tuple(sorted(extensions)), jobs)
+
+
+@functools.cache
+def _cts_dir(profile: str, ops: tuple[str, ...], exts: tuple[str, ...], jobs: int) -> Path:
+    venv = require_tosa_tools()
+    spec = {
+        "profile": profile,
+        "operators": ops,
+        "extensions": exts,
+        "tosa": TOSA_VERSION,
+        "tools": tools_version(venv),
+    }
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    root = CACHE / f"{profile}-{'-'.join(ops)[:48]}-{key}"
+    with _locked(CACHE / f".{root.name}.lock"):
+        if (root / ".complete").exists():
+            return root
+        shutil.rmtree(root, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=CACHE))
+        try:
+            command = [
+                str(venv / "bin" / "tosa_verif_conformance_generator"),
+                *("--profile", profile, "--tosa-version", TOSA_VERSION, "--output-type", "binary"),
+                *("--output-directory", str(work / "out"), "--build-directory", str(work / "build")),
+                *("-j", str(jobs), "--operators", *ops),
+                *(("--extension", *exts) if exts else ()),
+            ]
+            done = subprocess.run(command, cwd=work, env=_env(venv), capture_output=True, text=True, timeout=3600)
+            if done.returncode != 0 or not (work / "out").is_dir():
+                raise RuntimeError(
+                    f"CTS generation failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-4000:]}"
+                )
+            (work / "out").rename(root)
+            (root / ".complete").write_text(json.dumps(spec))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return root
+
+
+def cts_tests(root: Path) -> list[Path]:
+    """Test directories (each with desc.json, test.tosa, input-N.npy) under a :func:`cts_dir`."""
+    return sorted(p.parent for p in root.glob("operators/*/*/*/desc.json"))
+
+
+def cts_inputs(test: Path) -> list[Path]:
+    desc = json.loads((test / "desc.json").read_text())
+    return [test / name for name in desc.get("ifm_file", [])]
+
+
+# -- reference model -----------------------------------------------------------------------------------
+class ReferenceModelError(RuntimeError):
+    def __init__(self, status: str, error: str | None) -> None:
+        self.status = status
+        self.error = error
+        super().__init__(f"reference model: {status}" + (f" ({error})" if error else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class RefJob:
+    tosa: Path
+    inputs: tuple[Path, ...]
+    out: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class RefResult:
+    status: str  # TOSA_VALID, TOSA_ERROR, TOSA_UNPREDICTABLE, OTHER_ERROR, or CRASHED
+    error: str | None
+    outputs: tuple[np.ndarray, ...]
+
+    def same_as(self, other: RefResult) -> bool:
+        """Same status and bit-identical outputs (dtype, shape and bytes)."""
+        return (
+            self.status == other.status
+            and len(self.outputs) == len(other.outputs)
+            and all(
+                a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+                for a, b in zip(self.outputs, other.outputs, strict=True)
+            )
+        )
+
+
+def _collect(out: Path) -> RefResult | None:
+    status_file = out / "status.json"
+    if not status_file.exists():
+        return None
+    status = json.loads(status_file.read_text())
+    outputs = tuple(np.load(out / f"output-{i}.npy", allow_pickle=False) for i in range(status["outputs"]))
+    return RefResult(status["status"], status["error"], outputs)
+
+
+def run_reference_batch(jobs: Sequence[RefJob], *, timeout: float = 1800) -> list[RefResult]:
+    """Run every job in as few processes as possible; a job that kills the process is marked CRASHED."""
+    venv = require_tosa_tools()
+    python = venv / "bin" / "python"
+    results: list[RefResult | None] = [None] * len(jobs)
+    pending = list(range(len(jobs)))
+    while pending:
+        with tempfile.TemporaryDirectory() as tmp:
+            manifest = Path(tmp) / "jobs.json"
+            manifest.write_text(
+                json.dumps(
+                    [
+                        {"tosa": str(jobs[i].tosa), "inputs": [str(p) for p in jobs[i].inputs], "out": str(jobs[i].out)}
+                        for i in pending
+                    ]
+                )
+            )
+            done = subprocess.run(
+                [str(python), str(HELPER), "--batch", str(manifest)],
+                env=_env(venv),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        still = []
+        for i in pending:
+            results[i] = _collect(jobs[i].out)
+            if results[i] is None:
+                still.append(i)
+        if still and done.returncode == 0:
+            raise RuntimeError(f"reference helper finished without results: {done.stderr[-2000:]}")
+        if still:  # the first unfinished job crashed the process: record it, go on with the rest
+            results[still[0]] = RefResult("CRASHED", f"exit {done.returncode}: {done.stderr[-500:]}", ())
+            still = still[1:]
+        pending = still
+    return [r for r in results if r is not None]
+
+
+def run_reference_model(tosa_bytes: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run one flatbuffer on the reference model; outputs as numpy arrays (bf16 / fp8 come back as void)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model = root / "model.tosa"
+        model.write_bytes(tosa_bytes)
+        paths = []
+        for index, array in enumerate(inputs):
+            paths.append(root / f"input-{index}.npy")
+            np.save(paths[-1], np.asarray(array), allow_pickle=False)
+        (result,) = run_reference_batch([RefJob(model, tuple(paths), root / "out")])
+    if result.status != "TOSA_VALID":
+        raise ReferenceModelError(result.status, result.error)
+    return list(result.outputs)
+
+
+def tosa_opt_serialize(mlir: str, *, profiles: str = "pro_fp", extensions: str = "") -> bytes:
+    """Serialize TOSA MLIR to a .tosa flatbuffer with tosa-opt (the C++ serializer), stamped TOSA 1.0."""
+    venv = require_tosa_tools()
+    target = f"specification_version=1.0 profiles={profiles}" + (f" extensions={extensions}" if extensions else "")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, output = Path(tmp) / "in.mlir", Path(tmp) / "out.tosa"
+        source.write_text(mlir)
+        done = subprocess.run(
+            [
+                str(site_packages(venv) / "bin" / "tosa-opt"),
+                f"--tosa-attach-target={target}",
+                "--tosa-validate=strict-op-spec-alignment",
+                "--tosa-serialize",
+                f"--tosa-flatbuffer-filename={output}",
+                str(source),
+            ],
+            env=_env(venv),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0 or not output.exists():
+            raise RuntimeError(f"tosa-opt failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        return output.read_bytes()
+
+
+def main() -> int:
+    """``python tests/tosa_fixtures.py``: print where tosa-tools is (for humans debugging skips)."""
+    venv = tosa_tools_venv()
+    print(venv or f"not found (looked at {REPO / '.venv-tosa'} and ${ENV_VAR})")
+    return 0 if venv else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
