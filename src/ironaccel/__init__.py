@@ -13,6 +13,7 @@ from .core import BackendKind, BackendRegistry, DeviceDescriptor, IronAccelError
 
 if TYPE_CHECKING:
     from .core import BackendReport
+    from .runtime.session import Device
 
 __version__ = "0.1.0"
 
@@ -36,7 +37,7 @@ def devices() -> list[DeviceDescriptor]:
     return [d for report in init().describe_all() for d in report.devices]
 
 
-def open(spec: str = "auto"):  # noqa: A001 - the user-facing name, as in the README
+def open(spec: str = "auto") -> Device:
     """Open an execution device: ``"cpu"``, ``"vulkan"``, ``"vulkan:1"`` or ``"auto"`` (see runtime.session)."""
     from .runtime.session import open_device
 
