@@ -197,11 +197,23 @@ class Accelerator:
     def _release(self, rec: _Record, hook: Any) -> None:
         try:
             hook(rec.native)
+        except ReleaseRejected as exc:
+            # The backend kept the object: hand the caller's handle back for a retry.
+            raise ReleaseRejected(exc.error, rec.handle) from exc
         except IronAccelError as exc:
             del self._objects[rec.handle.id]
             self._poison(exc)
             raise ReleaseIndeterminate(exc) from exc
         del self._objects[rec.handle.id]
+
+    def _guard(self, hook: Any, *args: Any) -> Any:
+        """Call a hook; DeviceLost from it poisons the instance before propagating."""
+        try:
+            return hook(*args)
+        except DeviceLost as exc:
+            with self._lock:
+                self._poison(exc)
+            raise
 
     def _poison(self, error: IronAccelError) -> None:
         """Make the instance unusable and fail every pending event with DeviceLost."""
@@ -229,7 +241,7 @@ class Accelerator:
             used = self._quota_use(ctx, Buffer)
             if used + desc.size > quota.buffer_bytes:
                 raise ResourceLimit(f"context buffer quota: {used} + {desc.size} > {quota.buffer_bytes} bytes")
-            native, binfo = self._allocate(crec.native, desc)
+            native, binfo = self._guard(self._allocate, crec.native, desc)
             buf = Buffer(self, self._ids.new(), ctx, binfo)
             self._add(_Record(buf, native, ctx, bytes=max(binfo.allocation_bytes, desc.size), desc=desc))
             return buf
@@ -253,7 +265,7 @@ class Accelerator:
         with self._lock:
             self._check_alive()
             rec = self._transfer_range(buf, offset, view.nbytes, BufferUsage.TRANSFER_DESTINATION)
-        self._write(rec.native, offset, view)
+        self._guard(self._write, rec.native, offset, view)
 
     def read_buffer(self, buf: Buffer, offset: int, length: int) -> bytearray:
         """Copies: the one buffer-to-host copy point; returns a new bytearray of ``length`` bytes."""
@@ -263,7 +275,7 @@ class Accelerator:
         with self._lock:
             self._check_alive()
             rec = self._transfer_range(buf, offset, length, BufferUsage.TRANSFER_SOURCE)
-        self._read(rec.native, offset, memoryview(out))
+        self._guard(self._read, rec.native, offset, memoryview(out))
         return out
 
     def free_buffer(self, buf: Buffer) -> None:
@@ -302,7 +314,7 @@ class Accelerator:
             self._check_alive()
             quota: Quota = crec.extra
             used = self._quota_use(ctx, Program)
-            native, resident = self._load(crec.native, program)
+            native, resident = self._guard(self._load, crec.native, program)
             if resident > artifact.resident_bytes or used + resident > quota.program_bytes:
                 self._unload(native)
                 raise ResourceLimit(
@@ -404,7 +416,7 @@ class Accelerator:
 
         if after is None:
             try:
-                self._submit(qrec.native, prec.native, ranges, core)
+                self._guard(self._submit, qrec.native, prec.native, ranges, core)
             except SubmitIndeterminate as exc:
                 raise SubmitIndeterminate(exc.error, event) from exc
             except IronAccelError as exc:
