@@ -85,7 +85,10 @@ class CpuAccelerator(Accelerator):
         from .interpreter import load
 
         compiled = load(program)
-        resident = sum(t.data.nbytes for b in program.blocks() for t in b.tensors if t.data is not None)
+        # Constants are kept once; the IR and plan cost about a small record per tensor and operator.
+        blocks = list(program.blocks())
+        records = sum(len(b.tensors) + len(b.operators) for b in blocks)
+        resident = sum(t.data.nbytes for b in blocks for t in b.tensors if t.data is not None) + 256 * records
         return _Loaded(compiled, len(program.main.inputs)), resident
 
     def _create_queue(self, context: Any) -> Any:
