@@ -12,6 +12,8 @@ from .. import __version__
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("devices", "list every accelerator family, its devices and what they can do"),
+    "run": ("run", "run a .tosa program on a device and write its outputs"),
+    "demo": ("demo", "list the devices, then run the bundled model on the best device and the CPU"),
 }
 
 

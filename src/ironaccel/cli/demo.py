@@ -1,0 +1,95 @@
+"""``ironaccel demo``: the main job end to end on whatever this host has.
+
+Lists the devices, loads the bundled TOSA program made from a PyTorch model, runs it on the best
+device and on the CPU reference, and shows outputs, agreement and timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help=f"a .tosa file (default: the bundled model in {MODELS})")
+    parser.add_argument("--device", default="auto", help="device for the main run (default: auto)")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs per device (default 20)")
+
+
+def _bundled() -> Path | None:
+    candidates = sorted(MODELS.glob("*.tosa")) if MODELS.is_dir() else []
+    return candidates[0] if candidates else None
+
+
+def _time(exe, inputs, repeat: int) -> tuple[list, float]:
+    outputs = exe(*inputs)  # warm-up (first call plans buffers)
+    samples = []
+    for _ in range(max(1, repeat)):
+        start = time.perf_counter()
+        exe(*inputs)
+        samples.append(time.perf_counter() - start)
+    return outputs, statistics.median(samples)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    from rich.console import Console
+    from rich.table import Table
+
+    from .. import open as open_device
+    from ..tosa.codec import load
+    from . import devices as devices_cmd
+    from .run import compare
+
+    console = Console()
+    devices_cmd.run(argparse.Namespace(json=False, family=None, timeout=10.0, driver_messages=False))
+
+    path = Path(args.model) if args.model else _bundled()
+    if path is None:
+        console.print(f"No bundled model found in {MODELS}.")
+        return 1
+    program = load(path)
+    meta_path = path.with_suffix(".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    rng = np.random.default_rng(0)
+    inputs = []
+    for t in program.main.input_tensors:
+        dt = t.dtype.numpy
+        if dt.kind == "f":
+            inputs.append(rng.standard_normal(t.shape).astype(dt))
+        else:
+            info = np.iinfo(dt)
+            inputs.append(rng.integers(max(info.min, -128), min(info.max, 127) + 1, t.shape).astype(dt))
+    console.print(f"\n[bold]Model[/] {path.name}: {meta.get('description', 'TOSA program')}")
+    console.print(
+        f"  {len(program.main.operators)} operators; inputs "
+        + ", ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in program.main.input_tensors)
+    )
+
+    results = {}
+    with open_device(args.device) as dev:
+        exe = dev.compile(path)
+        results["best"] = (dev.info.name, dev.why, *_time(exe, inputs, args.repeat))
+    with open_device("cpu") as ref:
+        exe = ref.compile(path)
+        results["cpu"] = (ref.info.name, "reference", *_time(exe, inputs, args.repeat))
+
+    table = Table(title="Runs", title_justify="left")
+    for col in ("run", "device", "median time", "first output (first values)"):
+        table.add_column(col)
+    for key, (name, why, outs, seconds) in results.items():
+        first = np.asarray(outs[0]).reshape(-1)[:4]
+        table.add_row(key, f"{name}\n[dim]{why}[/]", f"{seconds * 1e3:.3f} ms", np.array2string(first, precision=4))
+    console.print(table)
+    rows = compare(results["best"][2], results["cpu"][2])
+    for i, row in enumerate(rows):
+        console.print(
+            f"agreement, output {i} {row['dtype']}{row['shape']}: {row['differing']} differing elements, "
+            f"max |diff| {row['max_abs_diff']:.3g}"
+        )
+    return 0
