@@ -288,3 +288,105 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- hypothesis strategies ----------------------------------------------------------------------------
+def tosa_programs(max_regions: int = 2, max_blocks: int = 2, max_operators: int = 6, max_tensors: int = 8):
+    """Random TOSA 1.0 programs the codec must round-trip exactly: every 1.0 dtype (with constant data
+    of random bit patterns, NaNs included), every 1.0 operator with random attribute values (sometimes
+    another operator's attribute record, as tosa-opt writes for variables), locations, variables,
+    SHAPE values, dynamic and negative dims on non-constants. SHAPE tensors come last in each block,
+    as the reader returns them; zero-size constants are not generated (a file cannot tell them from
+    tensors without data unless a CONST produces them)."""
+    from hypothesis import strategies as st
+
+    from ironaccel.tosa import TOSA_1_0_OPS, Block, DType, Operator, Program, Region, Tensor, Version
+    from ironaccel.tosa.attributes import ATTRIBUTE_OF
+    from ironaccel.tosa.operators import Op
+    from ironaccel.tosa.schema import ATTRIBUTE_MEMBERS, ENUMS, TABLES, Kind
+
+    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)
+    int32 = st.integers(-(2**31), 2**31 - 1)
+    data_dtypes = [d for d in DType if d.is_tosa_1_0 and d is not DType.SHAPE]
+    kind_values = {
+        Kind.INT32: int32,
+        Kind.BOOL: st.booleans(),
+        Kind.STRING: text,
+        Kind.INT32_VECTOR: st.lists(int32, max_size=6).map(tuple),
+        Kind.UBYTE_VECTOR: st.binary(max_size=16),
+    }
+
+    def field_values(field):
+        if field.kind is Kind.ENUM:
+            members = [m for m in ENUMS[field.ref] if field.ref != "DType" or m is DType.UNKNOWN or m.is_tosa_1_0]
+            return st.sampled_from(members)
+        return kind_values[field.kind]
+
+    def attribute(op: Op):
+        cls = ATTRIBUTE_OF[op]
+        fields = TABLES[ATTRIBUTE_MEMBERS[op - 1]].fields
+        return st.fixed_dictionaries({f.name: field_values(f) for f in fields}).map(lambda kw: cls(**kw))
+
+    def values(dtype: DType, count: int):
+        if dtype is DType.BOOL:
+            return st.lists(st.booleans(), min_size=count, max_size=count).map(lambda v: np.array(v, np.bool_))
+        if dtype is DType.INT4:
+            return st.lists(st.integers(-8, 7), min_size=count, max_size=count).map(lambda v: np.array(v, np.int8))
+        if dtype is DType.INT48:
+            ints = st.integers(-(2**47), 2**47 - 1)
+            return st.lists(ints, min_size=count, max_size=count).map(lambda v: np.array(v, np.int64))
+        size = count * dtype.numpy.itemsize
+        return st.binary(min_size=size, max_size=size).map(lambda b: np.frombuffer(b, dtype.numpy).copy())
+
+    @st.composite
+    def tensor(draw, name: str, constant: bool):
+        dtype = draw(st.sampled_from(data_dtypes))
+        dims = st.integers(1, 3) if constant else st.integers(-3, 4)
+        shape = tuple(draw(st.lists(dims, max_size=4)))
+        data = draw(values(dtype, int(np.prod(shape)))).reshape(shape) if constant else None
+        variable = draw(st.booleans())
+        return Tensor(name, shape, dtype, data, variable, draw(text) if variable else "", unranked=draw(st.booleans()))
+
+    @st.composite
+    def shape_value(draw, name: str, constant: bool):
+        rank = draw(st.integers(0 if constant else 1, 8))
+        data = draw(values(DType.SHAPE, rank)) if constant and rank else None
+        return Tensor(name, (rank,), DType.SHAPE, data)
+
+    @st.composite
+    def block(draw):
+        names = draw(st.lists(text, min_size=1, max_size=max_tensors, unique=True))
+        tensors, shapes = [], []
+        for name in names:
+            constant = draw(st.booleans())
+            if draw(st.integers(0, 4)) == 0:
+                shapes.append(draw(shape_value(name, constant)))
+            else:
+                tensors.append(draw(tensor(name, constant)))
+        constants = [t.name for t in (*tensors, *shapes) if t.data is not None]
+        fresh = [f"\x01fresh{i}" for i in range(3)]
+        any_name = st.sampled_from(names) | text
+        operators = []
+        for _ in range(draw(st.integers(0, max_operators))):
+            op = draw(st.sampled_from(TOSA_1_0_OPS))
+            outputs_from = st.sampled_from(constants + fresh) if op in (Op.CONST, Op.CONST_SHAPE) else any_name
+            record_op = draw(st.sampled_from(TOSA_1_0_OPS)) if draw(st.integers(0, 5)) == 0 else op
+            operators.append(
+                Operator(
+                    op,
+                    tuple(draw(st.lists(any_name, max_size=4))),
+                    tuple(draw(st.lists(outputs_from, max_size=3))),
+                    draw(attribute(record_op)),
+                    draw(st.none() | text),
+                )
+            )
+        io = st.lists(any_name, max_size=3).map(tuple)
+        return Block(draw(text), operators, (*tensors, *shapes), draw(io), draw(io))
+
+    regions = st.lists(
+        st.builds(Region, text, st.lists(block(), min_size=1, max_size=max_blocks).map(tuple)),
+        min_size=1,
+        max_size=max_regions,
+    )
+    versions = st.builds(Version, st.just(1), st.just(0), st.integers(0, 5), st.booleans())
+    return st.builds(Program, regions.map(tuple), versions)

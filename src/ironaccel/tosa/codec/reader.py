@@ -18,6 +18,9 @@ Two things the specification forbids appear in tosa-tools' own conformance files
 serializer's default), and ERROR_IF tests carry dims below -1. Both are accepted by default and left
 to validation; ``strict=True`` refuses them (draft -> NotTosa10Error, dim < -1 -> FormatError).
 
+A block's tensors come in file order, SHAPE values last: ``TosaShape`` entries of ``shapes``, after any
+SHAPE-typed ``TosaTensor`` (a form older writers may use); the writer puts all of them in ``shapes``.
+
 Constants become read-only numpy arrays that view the input buffer (no copy) where the wire form is
 the storage form. Operators, blocks, tensors and constant arrays reached twice through shared tables
 are decoded once and shared in the IR.
@@ -160,17 +163,18 @@ class _Decoder:
     def _block(self, table: FlatTable) -> Block:
         operators = tuple(self._cached((o.pos, "op"), self._operator, o) for o in table.get("operators") or ())
         produced = {name for op in operators if op.op in _CONST_PRODUCERS for name in op.outputs}
-        tensors = []
+        tensors, shapes = [], []
         for t in table.get("tensors") or ():
             is_const = t.get("name") in produced
-            tensors.append(self._cached((t.pos, "tensor", is_const), self._tensor, t, is_const))
+            tensor = self._cached((t.pos, "tensor", is_const), self._tensor, t, is_const)
+            (shapes if tensor.dtype is DType.SHAPE else tensors).append(tensor)
         for s in table.get("shapes") or ():
             is_const = s.get("name") in produced
-            tensors.append(self._cached((s.pos, "shape", is_const), self._shape, s, is_const))
+            shapes.append(self._cached((s.pos, "shape", is_const), self._shape, s, is_const))
         return Block(
             table.get("name") or "",
             operators,
-            tuple(tensors),
+            (*tensors, *shapes),
             table.get("inputs") or (),
             table.get("outputs") or (),
         )
