@@ -15,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, load, read, write
+from ironaccel.tosa.attributes import Conv2dAttribute, RescaleAttribute, RoundingMode
+from ironaccel.tosa.schema import ENUMS, TABLES, UNIONS, Kind
 from tosa_fixtures import (
     RefJob,
     cts_dir,
@@ -26,10 +30,6 @@ from tosa_fixtures import (
     schema_path,
     tosa_opt_serialize,
 )
-
-from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, load, read, write
-from ironaccel.tosa.attributes import Conv2dAttribute, RescaleAttribute, RoundingMode
-from ironaccel.tosa.schema import ENUMS, TABLES, UNIONS, Kind
 
 pytestmark = pytest.mark.tosa_tools
 
@@ -206,12 +206,16 @@ module {
 CONV = """
 module {
   func.func @main(%x: tensor<1x5x5x2xf32>) -> tensor<1x3x3x3xf32> {
-    %w = "tosa.const"() <{values = dense<[[[[0.5, -1.0]], [[1.5, 2.0]]], [[[0.25, 1.0]], [[-0.5, 0.0]]]]> : tensor<1x2x2x2xf32>}> : () -> tensor<1x2x2x2xf32>
+    %w = "tosa.const"() <{values = dense<[[[[0.5, -1.0]], [[1.5, 2.0]]], [[[0.25, 1.0]], [[-0.5, 0.0]]]]>
+                               : tensor<1x2x2x2xf32>}> : () -> tensor<1x2x2x2xf32>
     %m = tosa.const_shape {values = dense<[3, 1, 1, 1]> : tensor<4xindex>} : () -> !tosa.shape<4>
     %ww = tosa.tile %w, %m : (tensor<1x2x2x2xf32>, !tosa.shape<4>) -> tensor<3x2x2x2xf32>
     %b = "tosa.const"() <{values = dense<[0.0, 1.0, -1.0]> : tensor<3xf32>}> : () -> tensor<3xf32>
     %zp = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
-    %0 = tosa.conv2d %x, %ww, %b, %zp, %zp {acc_type = f32, dilation = array<i64: 2, 2>, pad = array<i64: 0, 0, 0, 0>, stride = array<i64: 1, 1>} : (tensor<1x5x5x2xf32>, tensor<3x2x2x2xf32>, tensor<3xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x3x3x3xf32>
+    %0 = tosa.conv2d %x, %ww, %b, %zp, %zp
+           {acc_type = f32, dilation = array<i64: 2, 2>, pad = array<i64: 0, 0, 0, 0>, stride = array<i64: 1, 1>}
+           : (tensor<1x5x5x2xf32>, tensor<3x2x2x2xf32>, tensor<3xf32>, tensor<1xf32>, tensor<1xf32>)
+           -> tensor<1x3x3x3xf32>
     return %0 : tensor<1x3x3x3xf32>
   }
 }
