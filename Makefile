@@ -45,3 +45,8 @@ gpu-check:
 
 clean:
 	rm -rf $(VENV) $(TOSA_VENV) build .pytest_cache
+
+# make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
+.PHONY: fuzz-tosa
+fuzz-tosa: venv
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -m slow tests/test_tosa_fuzz.py

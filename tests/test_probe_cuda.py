@@ -3,13 +3,12 @@ and (marked gpu) a real driver."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import re
 
 import pytest
 
-from fakes.build import c_values, shared_object, struct_layout
+from fakes.build import c_values, ctypes_layout, layout_expressions, shared_object
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -154,11 +153,7 @@ def test_override_to_a_missing_file_names_it(tmp_path):
 
 
 def test_real_absence_names_the_library():
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        pass
-    else:
+    if _library_here():
         pytest.skip("this host has a CUDA driver")
     with pytest.raises(Unavailable) as info:
         cuda.probe(Settings())
@@ -234,22 +229,28 @@ HEADER_RESULTS = {
 }
 
 
-def test_constants_match_the_header(tmp_path):
+@pytest.fixture(scope="module")
+def header(tmp_path_factory) -> dict[str, int]:
+    """What the C compiler makes of the fake driver's cuda.h declarations: one program for every check."""
+    exprs = [(n, n) for n in [*HEADER_ATTRIBUTES, *HEADER_RESULTS]]
+    exprs += layout_expressions("CUuuid", ["bytes"])
+    return c_values("cuda_fake.c", tmp_path_factory.mktemp("cuda_values"), exprs)
+
+
+def test_constants_match_the_header(header):
     used = {cuda.ATTRIBUTE_PREFIX + key: value for key, value in cuda.ATTRIBUTES.items()}
     assert used == HEADER_ATTRIBUTES
     assert {name: code for code, name in cuda.RESULT_NAMES.items()} == HEADER_RESULTS
     assert cuda.CUDA_SUCCESS == HEADER_RESULTS["CUDA_SUCCESS"]
     # The fake driver's declarations (which its switch answers by) agree too.
-    compiled = c_values("cuda_fake.c", tmp_path, [(n, n) for n in [*HEADER_ATTRIBUTES, *HEADER_RESULTS]])
-    assert compiled == {**HEADER_ATTRIBUTES, **HEADER_RESULTS}
+    names = {**HEADER_ATTRIBUTES, **HEADER_RESULTS}
+    assert {n: header[n] for n in names} == names
 
 
-def test_cuuuid_layout(tmp_path):
-    layout = struct_layout("cuda_fake.c", tmp_path, "CUuuid", ["bytes"])
-    assert layout == {"sizeof": 16, "alignof": 1, "bytes": 0}
-    assert ctypes.sizeof(cuda.CUuuid) == layout["sizeof"]
-    assert ctypes.alignment(cuda.CUuuid) == layout["alignof"]
-    assert cuda.CUuuid.bytes.offset == layout["bytes"]
+def test_cuuuid_layout(header):
+    mine = ctypes_layout(cuda.CUuuid, "CUuuid")
+    assert {k: header[k] for k in mine} == mine
+    assert mine == {"CUuuid.sizeof": 16, "CUuuid.alignof": 1, "CUuuid.bytes": 0}
 
 
 # --- a real driver (scripts/gpu-check on the device machine) ------------------------------------------------
@@ -272,3 +273,12 @@ def test_real_driver_finds_an_nvidia_gpu():
         assert dev.multiprocessors and dev.multiprocessors > 0
         assert dev.capability.flags & F.FP32
         assert dev.pci is not None and re.fullmatch(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", dev.pci.bus_id)
+
+
+def _library_here() -> bool:
+    """Whether the probe's own search (names, then the linker cache) finds a library on this host."""
+    try:
+        cuda._open(Settings())
+    except Unavailable:
+        return False
+    return True

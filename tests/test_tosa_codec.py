@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import flatbuffers
 import numpy as np
@@ -399,3 +400,20 @@ def test_large_constant_reads_without_copies(megabytes):
 def test_writer_refuses_what_the_reader_would(prog, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         write(prog)
+
+
+def test_surplus_constant_data_is_read_up_to_size_unless_strict():
+    # ExecuTorch writes per-channel zero points (OC bytes) for weight_zp tensors declared [1]
+    data = raw_file([raw_block([raw_tensor("zp", (1,), DType.INT8, bytes([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]))])])
+    assert read(data).main.tensors[0].data.tolist() == [0]
+    assert "10 bytes, expected 1 for int8[1]" in refused(data, strict=True)
+
+
+BUNDLED = sorted((Path(__file__).resolve().parents[1] / "src" / "ironaccel" / "models").glob("*.tosa"))
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_bundled_models_round_trip(path):
+    prog = load(path)
+    assert prog.version.is_tosa_1_0 and prog.main.operators
+    assert read(write(prog)) == prog

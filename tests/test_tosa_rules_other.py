@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from test_tosa_rules_layout import const, fails, infer, make, shape_value, t
 
 from ironaccel.tosa.attributes import (
     ConcatAttribute,
@@ -18,6 +17,7 @@ from ironaccel.tosa.errors import ValidationError
 from ironaccel.tosa.operators import Op
 from ironaccel.tosa.ops.control_flow import GraphInterface, check_cond_if_interface, check_while_loop_interface
 from ironaccel.tosa.ops.rule import LEVEL_8K, TensorType
+from test_tosa_rules_layout import const, fails, infer, make, shape_value, t
 
 SINGLE, DOUBLE, INEXACT = RoundingMode.SINGLE_ROUND, RoundingMode.DOUBLE_ROUND, RoundingMode.INEXACT_ROUND
 
@@ -81,38 +81,76 @@ def test_rescale_valid_cases():
 def test_rescale_operand_shapes_and_types():
     rescale_fails(r"ERROR_IF\(multiplier type != int32\) with scale32=True", scale32=False)
     rescale_fails(r"ERROR_IF\(multiplier type != int16\) with scale32=False", RescaleAttribute(False, SINGLE))
-    rescale_fails(r"ERROR_IF\(shape\(multiplier\) != \[NC\]\) with NC = shape\(input\)\[-1\] = 3", RescaleAttribute(True, SINGLE, per_channel=True))
+    rescale_fails(
+        r"ERROR_IF\(shape\(multiplier\) != \[NC\]\) with NC = shape\(input\)\[-1\] = 3",
+        RescaleAttribute(True, SINGLE, per_channel=True),
+    )
     rescale_fails(r"ERROR_IF\(shape\(multiplier\) != \[NC\]\) with NC = 1 = 1", nc=3)
-    rescale_fails(r"ERROR_IF\(per_channel && rank\(input\) < 1\)", RescaleAttribute(True, SINGLE, per_channel=True), shape=())
+    rescale_fails(
+        r"ERROR_IF\(per_channel && rank\(input\) < 1\)", RescaleAttribute(True, SINGLE, per_channel=True), shape=()
+    )
 
 
 def test_rescale_rounding_mode():
-    rescale_fails(r"ERROR_IF\(!scale32 && rounding_mode == DOUBLE_ROUND\)", RescaleAttribute(False, DOUBLE), scale32=False)
-    rescale_fails(r"rounding_mode must be SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND", RescaleAttribute(True, RoundingMode.UNKNOWN))
-    rescale_fails(r"rounding_mode DOUBLE_ROUND requires the EXT-DOUBLEROUND extension", RescaleAttribute(True, DOUBLE), extensions=())
-    rescale_fails(r"rounding_mode INEXACT_ROUND requires the EXT-INEXACTROUND extension", RescaleAttribute(True, INEXACT), extensions=["EXT-DOUBLEROUND"])
+    rescale_fails(
+        r"ERROR_IF\(!scale32 && rounding_mode == DOUBLE_ROUND\)", RescaleAttribute(False, DOUBLE), scale32=False
+    )
+    rescale_fails(
+        r"rounding_mode must be SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND",
+        RescaleAttribute(True, RoundingMode.UNKNOWN),
+    )
+    rescale_fails(
+        r"rounding_mode DOUBLE_ROUND requires the EXT-DOUBLEROUND extension",
+        RescaleAttribute(True, DOUBLE),
+        extensions=(),
+    )
+    rescale_fails(
+        r"rounding_mode INEXACT_ROUND requires the EXT-INEXACTROUND extension",
+        RescaleAttribute(True, INEXACT),
+        extensions=["EXT-DOUBLEROUND"],
+    )
     assert rescale(RescaleAttribute(True, SINGLE), extensions=()) == [(2, 3)]
 
 
 def test_rescale_signedness_errors():
     a = RescaleAttribute
     rescale_fails(r"ERROR_IF\(scale32 && in_t == i48_t\)", in_t=DType.INT48)
-    rescale_fails(r"ERROR_IF\(input_unsigned && output_unsigned\)", a(True, SINGLE, input_unsigned=True, output_unsigned=True))
-    rescale_fails(r"ERROR_IF\(out_t == i32_t && input_unsigned\)", a(True, SINGLE, input_unsigned=True), out_t=DType.INT32)
-    rescale_fails(r"ERROR_IF\(in_t == i32_t && output_unsigned\)", a(True, SINGLE, output_unsigned=True), in_t=DType.INT32)
+    rescale_fails(
+        r"ERROR_IF\(input_unsigned && output_unsigned\)", a(True, SINGLE, input_unsigned=True, output_unsigned=True)
+    )
+    rescale_fails(
+        r"ERROR_IF\(out_t == i32_t && input_unsigned\)", a(True, SINGLE, input_unsigned=True), out_t=DType.INT32
+    )
+    rescale_fails(
+        r"ERROR_IF\(in_t == i32_t && output_unsigned\)", a(True, SINGLE, output_unsigned=True), in_t=DType.INT32
+    )
     i48 = dict(in_t=DType.INT48, scale32=False)
     rescale_fails(r"ERROR_IF\(in_t == i48_t && output_unsigned\)", a(False, SINGLE, output_unsigned=True), **i48)
     rescale_fails(r"ERROR_IF\(in_t == i48_t && input_unsigned\)", a(False, SINGLE, input_unsigned=True), **i48)
-    rescale_fails(r"ERROR_IF\(in_t == i32_t && input_unsigned\)", a(True, SINGLE, input_unsigned=True), in_t=DType.INT32)
-    rescale_fails(r"ERROR_IF\(out_t == i32_t && output_unsigned\)", a(True, SINGLE, output_unsigned=True), out_t=DType.INT32)
+    rescale_fails(
+        r"ERROR_IF\(in_t == i32_t && input_unsigned\)", a(True, SINGLE, input_unsigned=True), in_t=DType.INT32
+    )
+    rescale_fails(
+        r"ERROR_IF\(out_t == i32_t && output_unsigned\)", a(True, SINGLE, output_unsigned=True), out_t=DType.INT32
+    )
 
 
 def test_rescale_zero_point_errors():
     a = RescaleAttribute
     rescale_fails(r"ERROR_IF\(input_zp != 0\) for int16", in_t=DType.INT16, input_zp=3)
     rescale_fails(r"ERROR_IF\(output_zp != 0\) for int32", out_t=DType.INT32, output_zp=-1)
-    rescale_fails(r"ERROR_IF\(uint16 input_zp != 0 && input_zp != 32768\): input_zp = 32767", a(True, SINGLE, input_unsigned=True), in_t=DType.INT16, input_zp=32767)
-    rescale_fails(r"ERROR_IF\(uint16 output_zp != 0 && output_zp != 32768\)", a(True, SINGLE, output_unsigned=True), out_t=DType.INT16, output_zp=1)
+    rescale_fails(
+        r"ERROR_IF\(uint16 input_zp != 0 && input_zp != 32768\): input_zp = 32767",
+        a(True, SINGLE, input_unsigned=True),
+        in_t=DType.INT16,
+        input_zp=32767,
+    )
+    rescale_fails(
+        r"ERROR_IF\(uint16 output_zp != 0 && output_zp != 32768\)",
+        a(True, SINGLE, output_unsigned=True),
+        out_t=DType.INT16,
+        output_zp=1,
+    )
     # out_t comes from the declared output when there is one.
     rescale_fails(r"ERROR_IF\(output_zp != 0\) for int16", output_zp=5, outputs=[T(2, 3, dtype=DType.INT16)])
 
@@ -150,8 +188,13 @@ def test_cond_if_condition():
     attr = CondIfAttribute("then", "else")
     assert infer(Op.COND_IF, COND, t(2), attribute=attr, outputs=[T(2)]) == [(2,)]
     assert infer(Op.COND_IF, t(1, 1, dtype=DType.BOOL), attribute=attr, outputs=[]) == []
-    fails(Op.COND_IF, t(dtype=DType.INT8), match=r"ERROR_IF\(condition type != bool_t\)", attribute=attr, outputs=[])
-    fails(Op.COND_IF, t(2, dtype=DType.BOOL), match=r"ERROR_IF\(tensor_size\(shape\(condition\)\) != 1\)", attribute=attr, outputs=[])
+    fails(
+        Op.COND_IF,
+        t(2, dtype=DType.BOOL),
+        match=r"ERROR_IF\(tensor_size\(shape\(condition\)\) != 1\)",
+        attribute=attr,
+        outputs=[],
+    )
     fails(Op.COND_IF, COND, match=r"COND_IF: output_list must be declared", attribute=attr)
 
 
@@ -162,7 +205,9 @@ def test_cond_if_interface():
     ctx = make(Op.COND_IF, COND, t(2), t(3, dtype=DType.INT8), attribute=attr, outputs=[T(4)])
     assert check_cond_if_interface(ctx, graph, other, depth=0) == [(4,)]
     bad_inputs = GraphInterface("else", (T(2), T(3)), graph.outputs)
-    with pytest.raises(ValidationError, match=r"ERROR_IF\(shapes of input_list != input shapes of else_graph\): element 1"):
+    with pytest.raises(
+        ValidationError, match=r"ERROR_IF\(shapes of input_list != input shapes of else_graph\): element 1"
+    ):
         check_cond_if_interface(ctx, graph, bad_inputs)
     with pytest.raises(ValidationError, match=r"ERROR_IF\(shapes of input_list != input shapes of then_graph\)"):
         check_cond_if_interface(ctx, GraphInterface("then", (T(2),), graph.outputs), other)
@@ -174,14 +219,22 @@ def test_cond_if_interface():
     with pytest.raises(ValidationError, match=r"ERROR_IF\(nesting depth >= MAX_NESTING\): depth 6, limit 6"):
         check_cond_if_interface(deep, graph, other, depth=6)
     # Inference: the outputs are then_graph's.
-    assert check_cond_if_interface(make(Op.COND_IF, COND, t(2), t(3, dtype=DType.INT8), attribute=attr), graph, other) == [(4,)]
+    assert check_cond_if_interface(
+        make(Op.COND_IF, COND, t(2), t(3, dtype=DType.INT8), attribute=attr), graph, other
+    ) == [(4,)]
 
 
 def test_while_loop():
     attr = WhileLoopAttribute("cond", "body")
     assert infer(Op.WHILE_LOOP, t(2), t(dtype=DType.INT32), attribute=attr) == [(2,), ()]
     assert infer(Op.WHILE_LOOP, t(2), attribute=attr, outputs=[T(2)]) == [(2,)]
-    fails(Op.WHILE_LOOP, t(2), match=r"ERROR_IF\(shapes of input_list != shapes of output_list\)", attribute=attr, outputs=[T(3)])
+    fails(
+        Op.WHILE_LOOP,
+        t(2),
+        match=r"ERROR_IF\(shapes of input_list != shapes of output_list\)",
+        attribute=attr,
+        outputs=[T(3)],
+    )
 
 
 def test_while_loop_interface():
@@ -196,10 +249,22 @@ def test_while_loop_interface():
         with pytest.raises(ValidationError, match=match):
             check_while_loop_interface(ctx, cond_graph, body_graph)
 
-    bad(r"ERROR_IF\(shapes of input_list != input shapes of cond_graph\)", GraphInterface("c", carried[:1], cond.outputs))
-    bad(r"ERROR_IF\(shapes of input_list != input shapes of body_graph\)", body_graph=GraphInterface("b", (T(3), carried[1]), carried))
-    bad(r"ERROR_IF\(shapes of input_list != output shapes of body_graph\)", body_graph=GraphInterface("b", carried, (T(2), T(1, dtype=DType.INT32))))
-    bad(r"ERROR_IF\(tensor_size\(output shape of cond_graph\) != 1\)", GraphInterface("c", carried, (T(2, dtype=DType.BOOL),)))
+    bad(
+        r"ERROR_IF\(shapes of input_list != input shapes of cond_graph\)",
+        GraphInterface("c", carried[:1], cond.outputs),
+    )
+    bad(
+        r"ERROR_IF\(shapes of input_list != input shapes of body_graph\)",
+        body_graph=GraphInterface("b", (T(3), carried[1]), carried),
+    )
+    bad(
+        r"ERROR_IF\(shapes of input_list != output shapes of body_graph\)",
+        body_graph=GraphInterface("b", carried, (T(2), T(1, dtype=DType.INT32))),
+    )
+    bad(
+        r"ERROR_IF\(tensor_size\(output shape of cond_graph\) != 1\)",
+        GraphInterface("c", carried, (T(2, dtype=DType.BOOL),)),
+    )
     bad(r"ERROR_IF\(tensor_size\(output shape of cond_graph\) != 1\)", GraphInterface("c", carried, ()))
     bad(r"ERROR_IF\(output type of cond_graph != bool_t\)", GraphInterface("c", carried, (T(1, dtype=DType.INT8),)))
 
@@ -223,9 +288,16 @@ def test_variable_write_and_read_through_the_hook():
     assert infer(Op.VARIABLE_READ, variable=VAR, outputs=[T(2, 3)]) == [(2, 3)]
     err = fails(Op.VARIABLE_WRITE, t(2, 4), match=r"REQUIRE\(variable shape == shape\(input1\)\)", variable=VAR)
     assert err.unpredictable
-    fails(Op.VARIABLE_WRITE, t(2, 3, dtype=DType.FP16), match=r"REQUIRE\(variable type == type\(input1\)\)", variable=VAR)
+    fails(
+        Op.VARIABLE_WRITE, t(2, 3, dtype=DType.FP16), match=r"REQUIRE\(variable type == type\(input1\)\)", variable=VAR
+    )
     fails(Op.VARIABLE_READ, match=r"REQUIRE\(variable shape == shape\(output1\)\)", variable=VAR, outputs=[T(3, 2)])
-    fails(Op.VARIABLE_READ, match=r"REQUIRE\(variable type == type\(output1\)\)", variable=VAR, outputs=[T(2, 3, dtype=DType.INT8)])
+    fails(
+        Op.VARIABLE_READ,
+        match=r"REQUIRE\(variable type == type\(output1\)\)",
+        variable=VAR,
+        outputs=[T(2, 3, dtype=DType.INT8)],
+    )
     fails(Op.VARIABLE_WRITE, t(2, 3), match=r"REQUIRE\(the variable is declared\)", variable=None)
 
 
@@ -235,8 +307,16 @@ def test_variable_ops_as_tosa_opt_writes_them():
     assert infer(Op.IDENTITY, t(2, 3), attribute=write_attr, outputs=[VAR]) == [(2, 3)]
     assert infer(Op.IDENTITY, var, attribute=read_attr, outputs=[T(2, 3)]) == [(2, 3)]
     assert infer(Op.IDENTITY, var, attribute=read_attr) == [(2, 3)]
-    fails(Op.IDENTITY, t(2, 2), match=r"REQUIRE\(variable shape == shape\(input1\)\)", attribute=write_attr, outputs=[VAR])
-    fails(Op.IDENTITY, var, match=r"REQUIRE\(variable type == type\(output1\)\)", attribute=read_attr, outputs=[T(2, 3, dtype=DType.FP16)])
+    fails(
+        Op.IDENTITY, t(2, 2), match=r"REQUIRE\(variable shape == shape\(input1\)\)", attribute=write_attr, outputs=[VAR]
+    )
+    fails(
+        Op.IDENTITY,
+        var,
+        match=r"REQUIRE\(variable type == type\(output1\)\)",
+        attribute=read_attr,
+        outputs=[T(2, 3, dtype=DType.FP16)],
+    )
     # VARIABLE_READ without any way to find the declaration can only pass declared outputs through.
     assert infer(Op.VARIABLE_READ, outputs=[T(4)]) == [(4,)]
     fails(Op.VARIABLE_READ, match=r"declaration is unknown")
@@ -246,9 +326,19 @@ def test_variable_declaration():
     assert infer(Op.VARIABLE) == []
     assert infer(Op.VARIABLE, outputs=[VAR]) == [(2, 3)]
     assert infer(Op.VARIABLE, const([[1, 2, 3], [4, 5, 6]], DType.FP32), outputs=[VAR]) == [(2, 3)]
-    fails(Op.VARIABLE, const([1, 2], DType.FP32), match=r"REQUIRE\(variable shape == shape\(initial_value\)\)", outputs=[VAR])
+    fails(
+        Op.VARIABLE,
+        const([1, 2], DType.FP32),
+        match=r"REQUIRE\(variable shape == shape\(initial_value\)\)",
+        outputs=[VAR],
+    )
 
 
 def test_rules_never_crash_on_a_foreign_attribute():
-    fails(Op.RESCALE, *rescale_operands(), match="attribute table ConcatAttribute does not belong to RESCALE", attribute=ConcatAttribute(0))
+    fails(
+        Op.RESCALE,
+        *rescale_operands(),
+        match="attribute table ConcatAttribute does not belong to RESCALE",
+        attribute=ConcatAttribute(0),
+    )
     assert infer(Op.TILE, t(2), shape_value(2)) == [(4,)]

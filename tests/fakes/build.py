@@ -1,17 +1,19 @@
 """Compile the fake vendor drivers (cuda/hip/ze) and the layout programs of their probe tests with gcc.
 
 ``shared_object("cuda_fake.c")`` is a session fixture giving the path of the built .so; ``c_values``
-compiles a program that includes a fake's header declarations (``-DFAKE_DECLARATIONS_ONLY``) and prints
+compiles one program that includes a fake's header declarations (``-DFAKE_DECLARATIONS_ONLY``) and prints
 ``sizeof``/``offsetof``/enum values, so a test compares the ctypes model with what the C compiler lays out.
 Without gcc the tests that need it are skipped, saying why.
 """
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,11 +38,11 @@ def build_shared(source: str, out_dir: Path, defines: Sequence[str] = ()) -> Pat
     stem = "_".join([Path(source).stem, *defines]).lower()
     out = out_dir / f"lib{stem}.so"
     flags = [f"-D{d}" for d in defines]
-    _run([gcc(), "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(out), str(FAKES / source)])
+    _run([gcc(), "-shared", "-fPIC", "-O0", "-Wall", "-Werror", *flags, "-o", str(out), str(FAKES / source)])
     return out
 
 
-def shared_object(source: str, defines: Sequence[str] = ()):
+def shared_object(source: str, defines: Sequence[str] = ()) -> Any:
     """A session-scoped fixture building ``tests/fakes/<source>`` once per test session."""
 
     @pytest.fixture(scope="session")
@@ -67,8 +69,15 @@ def c_values(source: str, out_dir: Path, expressions: Iterable[tuple[str, str]])
     return {key: int(value) for key, value in (line.split() for line in out.splitlines() if line.strip())}
 
 
-def struct_layout(source: str, out_dir: Path, c_type: str, fields: Iterable[str]) -> dict[str, int]:
-    """``sizeof`` of ``c_type`` (key ``"sizeof"``) and ``offsetof`` each field, as the C compiler sees them."""
-    exprs = [("sizeof", f"sizeof({c_type})"), ("alignof", f"_Alignof({c_type})")]
-    exprs += [(name, f"offsetof({c_type}, {name})") for name in fields]
-    return c_values(source, out_dir, exprs)
+def layout_expressions(c_type: str, fields: Iterable[str]) -> list[tuple[str, str]]:
+    """``c_values`` expressions for ``sizeof``/``alignof`` of ``c_type`` and ``offsetof`` each field, keyed
+    ``"<c_type>.sizeof"``, ``"<c_type>.alignof"`` and ``"<c_type>.<field>"``."""
+    exprs = [(f"{c_type}.sizeof", f"sizeof({c_type})"), (f"{c_type}.alignof", f"_Alignof({c_type})")]
+    return exprs + [(f"{c_type}.{name}", f"offsetof({c_type}, {name})") for name in fields]
+
+
+def ctypes_layout(model: type, c_type: str) -> dict[str, int]:
+    """The same keys as :func:`layout_expressions`, answered by a ctypes Structure modelling ``c_type``."""
+    names = [name for name, *_ in model._fields_]
+    got = {f"{c_type}.sizeof": ctypes.sizeof(model), f"{c_type}.alignof": ctypes.alignment(model)}
+    return got | {f"{c_type}.{name}": getattr(model, name).offset for name in names}

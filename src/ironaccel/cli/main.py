@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("devices", "list every accelerator family, its devices and what they can do"),
     "run": ("run", "run a .tosa program on a device and write its outputs"),
     "demo": ("demo", "list the devices, then run the bundled model on the best device and the CPU"),
+    "validate": ("validate", "check .tosa files against the TOSA 1.0 specification for a target"),
+    "inspect": ("inspect", "show what a .tosa file holds: version, blocks, operators and tensors"),
 }
 
 

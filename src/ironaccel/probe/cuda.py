@@ -192,7 +192,11 @@ class _Api:
         if code in RESULT_NAMES:
             return RESULT_NAMES[code]
         text = ctypes.c_char_p()
-        if self.cuGetErrorName is not None and self.cuGetErrorName(code, ctypes.byref(text)) == 0 and text.value:
+        if (
+            self.cuGetErrorName is not None
+            and self.cuGetErrorName(code, ctypes.byref(text)) == CUDA_SUCCESS
+            and text.value
+        ):
             return text.value.decode("ascii", "replace")
         return "an unknown CUresult"
 
@@ -291,9 +295,10 @@ def _can_access_any_peer(api: _Api, ordinal: int, handles: list[int]) -> bool:
         return False
     value = ctypes.c_int(0)
     for other, peer in enumerate(handles):
-        if other != ordinal and api.cuDeviceCanAccessPeer(ctypes.byref(value), handles[ordinal], peer) == 0:
-            if value.value:
-                return True
+        if other == ordinal:
+            continue
+        if api.cuDeviceCanAccessPeer(ctypes.byref(value), handles[ordinal], peer) == CUDA_SUCCESS and value.value:
+            return True
     return False
 
 

@@ -1,8 +1,9 @@
 """ROCm discovery through the HIP runtime (libamdhip64), read with ctypes.
 
 Every symbol, constant and layout here comes from AMD's public header ``include/hip/hip_runtime_api.h`` of
-HIP for ROCm 6.2.2 (ROCm/HIP, tag ``rocm-6.2.2``); the values used are unchanged in the ROCm 7 header
-(ROCm/rocm-systems, ``projects/hip``):
+HIP for ROCm 6.2.2 (ROCm/HIP, tag ``rocm-6.2.2``). The attribute values used are the same from ROCm 5.2
+(which added ``MemoryPoolsSupported``; older runtimes reject 88) through the ROCm 7 header (ROCm/rocm-systems,
+``projects/hip``):
 
 * functions, all returning ``hipError_t``: ``hipInit(unsigned int)``, ``hipDriverGetVersion(int*)``,
   ``hipRuntimeGetVersion(int*)``, ``hipGetDeviceCount(int*)``, ``hipDeviceGet(hipDevice_t*, int)``,
@@ -291,9 +292,7 @@ class _Api:
         self.hipDeviceCanAccessPeer = _optional(lib, "hipDeviceCanAccessPeer", i, ip, i, i)
         self.hipGetErrorName = _optional(lib, "hipGetErrorName", ctypes.c_char_p, i)
         # Only the R0600 layout is modelled; an older runtime (ROCm 5) gives no architecture name.
-        self.hipGetDeviceProperties = _optional(
-            lib, "hipGetDevicePropertiesR0600", i, ctypes.POINTER(_PropsBuffer), i
-        )
+        self.hipGetDeviceProperties = _optional(lib, "hipGetDevicePropertiesR0600", i, ctypes.POINTER(_PropsBuffer), i)
         self.has_graphs = hasattr(lib, "hipGraphCreate")
 
     def error_name(self, code: int) -> str:
@@ -439,9 +438,10 @@ def _can_access_any_peer(api: _Api, ordinal: int, count: int) -> bool:
         return False
     value = ctypes.c_int(0)
     for peer in range(count):
-        if peer != ordinal and api.hipDeviceCanAccessPeer(ctypes.byref(value), ordinal, peer) == HIP_SUCCESS:
-            if value.value:
-                return True
+        if peer == ordinal:
+            continue
+        if api.hipDeviceCanAccessPeer(ctypes.byref(value), ordinal, peer) == HIP_SUCCESS and value.value:
+            return True
     return False
 
 

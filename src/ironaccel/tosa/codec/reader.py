@@ -3,20 +3,20 @@
 Everything the file says is checked before it is used (see :mod:`.flatbuf` for the structural checks);
 on top of those this module checks what TOSA 1.0 means:
 
-* version 1.0.x (patch >= 0). The draft flag is accepted on 1.0.x by default because tosa-tools'
-  conformance generator stamps its 1.0.2 tests ``draft = true`` (the serializer's default); pass
-  ``strict=True`` to refuse them. Any other version -> :class:`NotTosa10Error`.
+* version 1.0.x (patch >= 0); any other version -> :class:`NotTosa10Error`.
 * operators, attribute tables and element types of the 1.1 draft -> :class:`NotTosa10Error` naming
   them; unknown codes -> :class:`FormatError`. The 1.1-draft tensor fields (external data ``offset`` /
   ``size``, block scaling ``scale_*`` / ``block_shape``) must be unset.
-* a constant has static dims (>= 0) and its data is exactly ``storage_bytes(dtype, count)`` bytes, or
-  that rounded up to a multiple of 8 (the C++ serializer pads; the Python one writes 8 bytes for an
-  empty shape value); a CONST / CONST_SHAPE output must carry data.
+* a constant has static dims (>= 0) and at least ``storage_bytes(dtype, count)`` bytes of data; a
+  CONST / CONST_SHAPE output must carry data. Longer data is read up to that size: the C++ serializer
+  pads data to a multiple of 8 bytes, the Python one writes 8 bytes for an empty shape value, and
+  ExecuTorch's Arm backend writes per-channel zero points (OC bytes) for tensors declared ``[1]``.
 
-Two things the specification forbids appear in tosa-tools' own conformance files, which must read
-(their negative tests are invalid only semantically): the 1.0.2 tests are stamped ``draft = true`` (the
-serializer's default), and ERROR_IF tests carry dims below -1. Both are accepted by default and left
-to validation; ``strict=True`` refuses them (draft -> NotTosa10Error, dim < -1 -> FormatError).
+Some things the specification forbids appear in real files that must read (conformance negative tests
+are invalid only semantically): tosa-tools stamps its 1.0.2 conformance tests ``draft = true`` (the
+serializer's default), ERROR_IF tests carry dims below -1, and constants carry surplus data (above).
+All are accepted by default and left to validation; ``strict=True`` refuses them (draft ->
+NotTosa10Error; a dim below -1, or data beyond the exact size and its 8-byte padding -> FormatError).
 
 A block's tensors come in file order, SHAPE values last: ``TosaShape`` entries of ``shapes``, after any
 SHAPE-typed ``TosaTensor`` (a form older writers may use); the writer puts all of them in ``shapes``.
@@ -281,7 +281,8 @@ class _Decoder:
             raise FormatError(f"constant data for a dynamic shape {_dims(shape)}", where)
         count = math.prod(shape)
         expected = storage_bytes(dtype, count)
-        if len(raw) != expected and len(raw) != max(8, -(-expected // 8) * 8):
+        padded = len(raw) == expected or len(raw) == max(8, -(-expected // 8) * 8)
+        if len(raw) < expected or (self.strict and not padded):
             raise FormatError(f"{len(raw)} bytes, expected {expected} for {dtype}{_dims(shape)}", where)
         key = (id(raw), dtype, shape)
         hit = self._memo.get(key)

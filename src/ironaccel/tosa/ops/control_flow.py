@@ -2,8 +2,8 @@
 
 A rule only sees the operator's own operands, not the graphs its attributes name. So the work is split:
 
-* the rules (called like every other rule) check what the operands alone decide: COND_IF's condition is
-  a single bool value; WHILE_LOOP's output list matches its input list;
+* the rules (called like every other rule) check what the operands alone decide: COND_IF's condition
+  holds one value; WHILE_LOOP's output list matches its input list;
 * :func:`check_cond_if_interface` and :func:`check_while_loop_interface`, which the engine calls once it
   has resolved the named graphs (and validates their bodies itself), check the operands against the
   graphs' inputs and outputs and the nesting depth. Build the graph side with
@@ -67,14 +67,9 @@ def _check_depth(ctx: Context, depth: int | None) -> None:
 
 @rule(Op.COND_IF)
 def cond_if(ctx: Context) -> list[Shape]:
-    """condition (operand 0) holds exactly one bool; the outputs are declared (their shapes are the
+    """condition (operand 0) holds exactly one value; the outputs are declared (their shapes are the
     graphs' outputs, which :func:`check_cond_if_interface` checks and returns)."""
-    condition = ctx.inputs[0]
-    ctx.error_if(
-        condition.dtype != DType.BOOL,
-        f"ERROR_IF(condition type != bool_t): condition is {condition.dtype}",
-        condition.name or None,
-    )
+    condition = ctx.inputs[0]  # its bool_t element type is the argument table's, checked by the engine
     size = product(condition.shape)
     ctx.error_if(
         known(size) and size != 1,

@@ -6,10 +6,8 @@ The scale, offset and border operands are SHAPE constants:
 implementations inside int32 and the downscale within 1/16; the output size follows from inverting the
 scale, and must come out exact (``idiv_check``: the division has no remainder).
 
-The level limit on the scale ratios is checked here rather than by the engine, because it is a limit
-on a quotient of two values of one SHAPE operand, which the engine's per-argument level table cannot
-evaluate. Like the reference implementations (the MLIR TOSA validation pass) and the pseudocode's
-integer arithmetic, the ratio is the integer quotient ``scale_n / scale_d``.
+The level limit on the scale ratios (``scale_y_n/scale_y_d <= MAX_SCALE``) is a level-table entry;
+the engine evaluates it (it names the four scale values), so it is not repeated here.
 """
 
 from __future__ import annotations
@@ -59,14 +57,6 @@ def resize(ctx: Context) -> list[Shape]:
             f"ERROR_IF(scale_y_d >= 16 * scale_y_n || scale_x_d >= 16 * scale_x_n): downscale below 1/16, "
             f"scale = {list(scale)}",
         )
-        if y_d > 0 and x_d > 0:
-            limit = ctx.level.max_scale
-            for axis, n, d in (("y", y_n, y_d), ("x", x_n, x_d)):
-                ctx.error_if(
-                    n // d > limit,
-                    f"LEVEL_CHECK(scale_{axis}_n / scale_{axis}_d <= MAX_SCALE): {n} / {d} > {limit} "
-                    f"(level {ctx.level.name})",
-                )
         if offset is not None and len(offset) == 2:
             off_y, off_x = offset
             ctx.error_if(

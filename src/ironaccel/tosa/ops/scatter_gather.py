@@ -1,8 +1,8 @@
 """Rules of GATHER and SCATTER.
 
 Both operators index the K axis of a [N, K, C] tensor with an [N, W] tensor of indices. The
-specification states the relations between the operands through shared shape symbols (N, K, W, C);
-the rules bind them and report a disagreement. Index values are only checked when the indices are
+specification states the relations between the operands through shared shape symbols (N, K, W, C),
+which the engine unifies; the rules read the output dims off them. Index values are only checked when the indices are
 compile-time constants: an out-of-range index (or, for SCATTER, a position written twice) is a
 REQUIRE, so it makes the result unpredictable rather than the program invalid.
 """
@@ -20,24 +20,16 @@ from .rule import Context, TensorType, rule
 Shape = tuple[int, ...]
 
 
-def bind(ctx: Context, symbol: str, uses: Sequence[tuple[TensorType, int]]) -> int:
-    """The value of shape symbol ``symbol`` over its ``(tensor, axis)`` uses, all known values equal."""
-    value = UNKNOWN
+def bind(uses: Sequence[tuple[TensorType, int]]) -> int:
+    """The value of a shape symbol from its ``(tensor, axis)`` uses: the first known one, else -1.
+
+    The engine unifies the shape symbols of the argument table and reports operands that disagree, so
+    this only has to pick a value (an unknown dim in one operand may be known in another).
+    """
     for tensor, axis in uses:
-        if tensor.rank <= axis:
-            continue  # wrong rank: the engine reports it
-        dim = tensor.shape[axis]
-        if not known(dim):
-            continue
-        ctx.error_if(
-            value != UNKNOWN and dim != value,
-            f"ERROR_IF(shape symbol {symbol} differs between operands): {tensor.name or 'a tensor'} has "
-            f"{symbol}={dim} where an earlier operand has {symbol}={value}",
-            tensor.name or None,
-        )
-        if value == UNKNOWN:
-            value = dim
-    return value
+        if tensor.rank > axis and known(tensor.shape[axis]):
+            return tensor.shape[axis]
+    return UNKNOWN
 
 
 def check_indices(ctx: Context, index: int, k: int, unique: bool) -> None:
@@ -59,10 +51,10 @@ def check_indices(ctx: Context, index: int, k: int, unique: bool) -> None:
 def gather(ctx: Context) -> list[Shape]:
     """values [N,K,C] and indices [N,W] give output [N,W,C]."""
     values, indices = ctx.inputs[0], ctx.inputs[1]
-    n = bind(ctx, "N", [(values, 0), (indices, 0)])
-    k = bind(ctx, "K", [(values, 1)])
-    w = bind(ctx, "W", [(indices, 1)])
-    c = bind(ctx, "C", [(values, 2)])
+    n = bind([(values, 0), (indices, 0)])
+    k = bind([(values, 1)])
+    w = bind([(indices, 1)])
+    c = bind([(values, 2)])
     check_indices(ctx, 1, k, unique=False)
     return [(n, w, c)]
 
@@ -71,9 +63,8 @@ def gather(ctx: Context) -> list[Shape]:
 def scatter(ctx: Context) -> list[Shape]:
     """values_in [N,K,C], indices [N,W] and input [N,W,C] give values_out [N,K,C]."""
     values_in, indices, input_ = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
-    n = bind(ctx, "N", [(values_in, 0), (indices, 0), (input_, 0)])
-    k = bind(ctx, "K", [(values_in, 1)])
-    bind(ctx, "W", [(indices, 1), (input_, 1)])
-    c = bind(ctx, "C", [(values_in, 2), (input_, 2)])
+    n = bind([(values_in, 0), (indices, 0), (input_, 0)])
+    k = bind([(values_in, 1)])
+    c = bind([(values_in, 2), (input_, 2)])
     check_indices(ctx, 1, k, unique=True)
     return [(n, k, c)]
