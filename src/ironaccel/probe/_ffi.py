@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Sequence
 
@@ -15,6 +14,8 @@ def load_library(family: str, candidates: Sequence[str], override: str | None = 
 
     Raises :class:`Unavailable` naming every name tried, so the user sees what to install.
     """
+    # dlopen alone searches LD_LIBRARY_PATH and the ld.so cache; ctypes.util.find_library would add
+    # hundreds of milliseconds of ldconfig/gcc subprocesses per missing library for nothing more.
     names = [override] if override else list(candidates)
     errors: list[str] = []
     for name in names:
@@ -22,12 +23,6 @@ def load_library(family: str, candidates: Sequence[str], override: str | None = 
             return ctypes.CDLL(name)
         except OSError as exc:
             errors.append(f"{name} ({_short(exc)})")
-        found = None if override or os.sep in name else ctypes.util.find_library(name.removeprefix("lib").split(".")[0])
-        if found and found != name:
-            try:
-                return ctypes.CDLL(found)
-            except OSError as exc:
-                errors.append(f"{found} ({_short(exc)})")
     raise Unavailable(f"{family} runtime library not found: tried " + ", ".join(errors))
 
 

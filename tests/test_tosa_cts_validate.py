@@ -1,0 +1,116 @@
+"""The validator against tosa-tools' conformance tests for the tensor, activation, element-wise,
+comparison and reduction operators: every positive test is valid under the target its desc.json names
+(profiles_supported + extensions_required, level 8K), every negative (ERROR_IF) test is refused.
+
+Level 8K because the conformance suite is written for it (its WrongRank tests use rank 7). The default
+run uses two sets other test modules generate too (so the cache is usually warm); ``-m slow`` sweeps
+every conformance test of these operators for both profiles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ironaccel.tosa import read
+from ironaccel.tosa.errors import FormatError, ValidationError
+from ironaccel.tosa.operators import Group, Op
+from ironaccel.tosa.target import Target
+from ironaccel.tosa.validate import validate
+from tosa_fixtures import cts_dir, cts_tests
+
+pytestmark = pytest.mark.tosa_tools
+
+GROUPS = (
+    Group.TENSOR,
+    Group.ACTIVATION,
+    Group.ELEMENTWISE_BINARY,
+    Group.ELEMENTWISE_UNARY,
+    Group.ELEMENTWISE_TERNARY,
+    Group.COMPARISON,
+    Group.REDUCTION,
+)
+OPERATORS = tuple(op.name.lower() for op in Op if op.is_tosa_1_0 and op.group in GROUPS)
+INT_EXT = (
+    "tosa-ext-int16",
+    "tosa-ext-int4",
+    "tosa-ext-doubleround",
+    "tosa-ext-inexactround",
+    "tosa-ext-variable",
+    "tosa-ext-controlflow",
+    "tosa-ext-dynamic",
+)
+FP_EXT = (
+    "tosa-ext-bf16",
+    "tosa-ext-fp8e4m3",
+    "tosa-ext-fp8e5m2",
+    "tosa-ext-fft",
+    "tosa-ext-variable",
+    "tosa-ext-controlflow",
+    "tosa-ext-dynamic",
+)
+DEFAULT_SETS = {
+    # The same sets as the codec round-trip tests (one cache entry each); only our operators are judged.
+    "int": (
+        "tosa-pro-int",
+        ("argmax", "avg_pool2d", "clamp", "conv2d", "gather", "mul", "pad", "rescale", "reshape", "transpose"),
+        ("tosa-ext-controlflow", "tosa-ext-int16", "tosa-ext-int4"),
+    ),
+    "fp": ("tosa-pro-fp", ("add", "const", "matmul"), ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2")),
+}
+SLOW_SETS = {"int-all": ("tosa-pro-int", OPERATORS, INT_EXT), "fp-all": ("tosa-pro-fp", OPERATORS, FP_EXT)}
+
+
+def target_of(desc: dict) -> Target:
+    needs = desc.get("test_requirements", {})
+    return Target.of(needs.get("profiles_supported", []), needs.get("extensions_required", []), "8k")
+
+
+def judge(tests: list[Path]) -> tuple[Counter, list[str]]:
+    """Counts by (positive / negative, judged right) over our operators' tests, and the wrong ones."""
+    counts: Counter = Counter()
+    wrong = []
+    for test in tests:
+        desc = json.loads((test / "desc.json").read_text())
+        if desc.get("test_details", {}).get("operator", "").lower() not in OPERATORS:
+            continue
+        negative = bool(desc.get("expected_failure"))
+        try:
+            validate(read(test / "test.tosa"), target_of(desc))
+            why = None
+        except (ValidationError, FormatError) as error:
+            why = str(error)
+        right = (why is not None) == negative
+        counts["negative" if negative else "positive", right] += 1
+        if not right:
+            expected = desc.get("test_details", {}).get("ERRORIF") or "valid"
+            wrong.append(f"{test.name} (expected {expected}): {why or 'accepted'}")
+    return counts, wrong
+
+
+def run_set(profile: str, operators: tuple[str, ...], extensions: tuple[str, ...]) -> Counter:
+    tests = cts_tests(cts_dir(profile, operators, extensions))
+    counts, wrong = judge(tests)
+    assert not wrong, f"{len(wrong)} conformance tests judged wrongly:\n" + "\n".join(wrong[:40])
+    return counts
+
+
+@pytest.mark.parametrize("name", list(DEFAULT_SETS))
+def test_conformance_verdicts(name):
+    counts = run_set(*DEFAULT_SETS[name])
+    assert counts["positive", True] > 0 and counts["negative", True] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SLOW_SETS))
+def test_all_conformance_verdicts(name):
+    counts = run_set(*SLOW_SETS[name])
+    total = counts["positive", True] + counts["negative", True]
+    print(
+        f"{name}: positives valid {counts['positive', True]}/{counts['positive', True] + counts['positive', False]},"
+        f" negatives rejected {counts['negative', True]}/{counts['negative', True] + counts['negative', False]}"
+    )
+    assert total > 1000
