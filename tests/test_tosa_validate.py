@@ -3,11 +3,14 @@ of the tensor, activation, element-wise, comparison and reduction groups (valid 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ironaccel.core.errors import InvalidArgument
@@ -20,8 +23,8 @@ from ironaccel.tosa.attributes import (
     Conv2dAttribute,
     Conv3dAttribute,
     DepthwiseConv2dAttribute,
-    MaxPool2dAttribute,
     MaximumAttribute,
+    MaxPool2dAttribute,
     NanPropagationMode,
     ReduceMaxAttribute,
     ReduceSumAttribute,
@@ -33,6 +36,7 @@ from ironaccel.tosa.ops.rule import LEVEL_8K, LEVEL_NONE, RULES, TensorType, rul
 from ironaccel.tosa.spec import Expr, load, operator
 from ironaccel.tosa.target import DEFAULT_TARGET, MAGIC, Extension, Profile, Target
 from ironaccel.tosa.validate import check, infer, validate
+from tosa_fixtures import tosa_programs
 
 FP = Target.of(["pro-fp"], [])
 INT = Target.of(["pro-int"], [])
@@ -64,7 +68,10 @@ def graph(op: Op, inputs, outputs, attribute=None, *, name="main") -> Block:
     return Block(name, ops, tuple(tensors.values()), graph_inputs, tuple(x.name for x in outputs))
 
 
-def program(*blocks: Block, version=Version(1, 0, 2)) -> Program:
+V102 = Version(1, 0, 2)
+
+
+def program(*blocks: Block, version: Version = V102) -> Program:
     return Program(tuple(Region(b.name, (b,)) for b in blocks), version)
 
 
@@ -255,7 +262,10 @@ def test_shapes_of_the_argument_tables():
 
 
 def test_element_types_profiles_and_extensions():
-    invalid(single(Op.ADD, [t("a", (2,)), t("b", (2,), "fp16")], [t("y", (2,))]), "input2 is fp16 but input1 is fp32 (both in_out_t)")
+    invalid(
+        single(Op.ADD, [t("a", (2,)), t("b", (2,), "fp16")], [t("y", (2,))]),
+        "input2 is fp16 but input1 is fp32 (both in_out_t)",
+    )
     invalid(add_program("int8"), "unsupported type combination in_out_t=int8")
     validate(add_program("int32"), FP)  # shape arithmetic: int32 ADD is in both profiles
     abs_i32 = single(Op.ABS, [t("x", (2,), "int32")], [t("y", (2,), "int32")])
@@ -638,3 +648,41 @@ def test_reductions(op):
     invalid(single(op, [t("x", (2, 3, 4))], [t("y", (2, 3, 4))], attr(1)), "computes [2,1,4]")
     invalid(single(op, [t("x", ())], [t("y", ())], attr(0)), "input must have rank 1")
     validate(single(Op.REDUCE_ALL, [t("x", (5,), "bool")], [t("y", (1,), "bool")]))
+
+
+# -- command line --------------------------------------------------------------------------------------
+def test_cli_validate(tmp_path, capsys):
+    from ironaccel.cli.main import main
+    from ironaccel.tosa import save
+
+    save(add_program(), tmp_path / "good.tosa")
+    save(add_program(out=(2, 4)), tmp_path / "bad.tosa")
+    deep = (1,) * 7
+    save(add_program("int32", deep, deep, deep), tmp_path / "deep.tosa")
+    (tmp_path / "junk.tosa").write_bytes(b"not a flatbuffer")
+    assert main(["validate", str(tmp_path / "good.tosa")]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--json", "--level", "8k", str(tmp_path)]) == 1
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {Path(r["path"]).name: r["status"] for r in rows} == {
+        "bad.tosa": "error",
+        "deep.tosa": "unpredictable",
+        "good.tosa": "valid",
+        "junk.tosa": "unreadable",
+    }
+    assert "computes [2,3]" in next(r["message"] for r in rows if r["status"] == "error")
+    good = str(tmp_path / "good.tosa")
+    assert main(["validate", "--profile", "pro-int", "--extension", "none", good]) == 1
+    assert "needs PRO-FP" in capsys.readouterr().out
+    assert main(["validate", "--profile", "pro-fp", "--extension", "bf16", good]) == 0
+    assert main(["validate", "--profile", "pro-int", "--extension", "bf16", good]) == 2
+
+
+# -- hostile programs ----------------------------------------------------------------------------------
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(tosa_programs())
+def test_validator_only_reports_validation_errors(prog):
+    """Random programs (any operator, attribute, dtype, dangling names) never crash the validator."""
+    assert all(isinstance(error, ValidationError) for error in check(prog))
+    with contextlib.suppress(ValidationError):
+        validate(prog, INT_8K)

@@ -13,6 +13,10 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the TOSA layer is imported only when the command runs
+    from ..tosa.target import Target
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", default="none", choices=["none", "8k", "8K"], help="TOSA level (default: none)")
 
 
-def _target(args: argparse.Namespace):  # -> Target
+def _target(args: argparse.Namespace) -> Target:
     from ..tosa.target import Extension, Profile, Target
 
     profiles = [Profile.parse(p) for p in args.profile] if args.profile else list(Profile)
@@ -53,7 +57,7 @@ def _files(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
-def check_file(path: Path, target) -> tuple[str, str]:  # noqa: ANN001 - Target is imported lazily
+def check_file(path: Path, target: Target) -> tuple[str, str]:
     """(status, message) of one file: valid, error, unpredictable or unreadable."""
     from ..tosa.codec import read
     from ..tosa.errors import FormatError, ValidationError

@@ -111,6 +111,17 @@ def _count_rule(what: str, args: Sequence[Argument], n: int) -> str:
     return f"takes {want} {what} ({', '.join(a.name for a in args) or 'none'}), got {n}"
 
 
+def _check_ranks(ctx: OperatorContext, pairs: Sequence[tuple[Argument, list[TensorType]]]) -> None:
+    """ERROR_IF a rank is outside the argument's bounds; above MAX_RANK is a level violation (REQUIRE)."""
+    for arg, values in pairs:
+        bounds = arg.rank_bounds(ctx.level)
+        for t in values if bounds else ():
+            lo, hi, hi_is_level = bounds  # type: ignore[misc]
+            ok = lo <= t.rank and (t.rank <= hi or hi_is_level)
+            ctx.error_if(not ok, f"{arg.name} must have rank {lo}" + (f"..{hi}" if hi != lo else ""), t.name)
+            ctx.require(t.rank <= hi, f"level {ctx.level.name}: {arg.name} rank {t.rank} exceeds {hi}", t.name)
+
+
 def _unify(ctx: OperatorContext, pairs: Sequence[tuple[Argument, list[TensorType]]]) -> dict:
     """Bind the shape expressions of the arguments to the actual shapes; ERROR_IF they disagree."""
     env: dict = {}
@@ -123,11 +134,9 @@ def _unify(ctx: OperatorContext, pairs: Sequence[tuple[Argument, list[TensorType
         t = values[0]
         if arg.shape_var:
             if arg.shape_var in env:
-                ctx.error_if(
-                    not same_shape(env[arg.shape_var], t.shape),
-                    f"{arg.name} has shape {fmt(t.shape)} but must match {origin[arg.shape_var]} {fmt(env[arg.shape_var])}",
-                    t.name,
-                )
+                want = f"{origin[arg.shape_var]} {fmt(env[arg.shape_var])}"
+                ok = same_shape(env[arg.shape_var], t.shape)
+                ctx.error_if(not ok, f"{arg.name} has shape {fmt(t.shape)} but must match {want}", t.name)
             else:
                 env[arg.shape_var], origin[arg.shape_var] = t.shape, arg.name
         elif arg.dims is not None:
@@ -171,11 +180,8 @@ def _bind_types(ctx: OperatorContext, spec: OperatorSpec, pairs: Sequence[tuple[
             ctx.error_if(t.dtype is DType.SHAPE, f"{arg.name} must be a tensor, not a shape_t value", t.name)
             if arg.element in spec.type_variables:
                 if arg.element in bound:
-                    ctx.error_if(
-                        bound[arg.element] != t.dtype,
-                        f"{arg.name} is {t.dtype} but {origin[arg.element]} is {bound[arg.element]} (both {arg.element})",
-                        t.name,
-                    )
+                    other = f"{origin[arg.element]} is {bound[arg.element]} (both {arg.element})"
+                    ctx.error_if(bound[arg.element] != t.dtype, f"{arg.name} is {t.dtype} but {other}", t.name)
                 else:
                     bound[arg.element], origin[arg.element] = t.dtype, arg.name
             elif arg.element in ELEMENT_TYPES:
@@ -184,7 +190,10 @@ def _bind_types(ctx: OperatorContext, spec: OperatorSpec, pairs: Sequence[tuple[
     for arg in spec.attributes:
         acc = getattr(ctx.attribute, arg.name, None)
         if arg.type == "acc_type_t" and "acc_t" in spec.type_variables and isinstance(acc, int):
-            bound["acc_t"] = DType(acc) if acc in DType._value2member_map_ else DType.UNKNOWN
+            try:
+                bound["acc_t"] = DType(acc)
+            except ValueError:
+                bound["acc_t"] = DType.UNKNOWN
     return bound
 
 
@@ -231,6 +240,7 @@ def infer(
     ctx = OperatorContext(op, attribute or default_attribute(op), list(inputs), None, level, list(consts))
     pairs = _assign(spec.inputs, list(inputs))
     ctx.error_if(pairs is None, _count_rule("inputs", spec.inputs, len(inputs)))
+    _check_ranks(ctx, pairs or [])
     env = _unify(ctx, pairs or [])
     rule = rule_for(op)
     if rule is not None:
@@ -484,37 +494,26 @@ class _Validator:
         ctx.error_if(opairs is None, _count_rule("outputs", spec.outputs, len(otypes)))
         pairs = [*(ipairs or []), *(opairs or [])]
         unranked = any(t.unranked for t in (*inputs, *outputs))  # type: ignore[union-attr]
-        for arg, values in pairs:
-            bounds = arg.rank_bounds(self.level)
-            for t in values if bounds and not unranked else ():
-                lo, hi, hi_is_level = bounds  # type: ignore[misc]
-                ok = lo <= t.rank and (t.rank <= hi or hi_is_level)
-                ctx.error_if(not ok, f"{arg.name} must have rank {lo}" + (f"..{hi}" if hi != lo else ""), t.name)
-                ctx.require(t.rank <= hi, f"level {self.level.name}: {arg.name} rank {t.rank} exceeds {hi}", t.name)
+        if not unranked:
+            _check_ranks(ctx, pairs)
         _check_types(ctx, spec, _bind_types(ctx, spec, pairs), self.target)
         env = _unify(ctx, pairs) if not unranked else {}
-        for k, (arg, name) in enumerate(zip(spec.inputs, op.inputs, strict=False)):
+        for arg, name in zip(spec.inputs, op.inputs, strict=False):
             if arg.ctc and not self.dynamic:
                 msg = f"{arg.name} must be a compile-time constant (output of CONST / CONST_SHAPE) without EXT-DYNAMIC"
-                ctx.error_if(not scope.is_constant(name), msg, name)
-            if arg.ctc and consts[k] is None and not self.dynamic:
-                raise ctx.error(f"{arg.name} has no constant value", name)
+                ctx.error_if(scope.const(name) is None, msg, name)
+        for arg, out in zip(spec.outputs, outputs, strict=False):
+            ctx.error_if(arg.ctc and out.data is None, f"{arg.name} must carry its constant values", out.name)  # type: ignore[union-attr]
         _check_levels(ctx, spec, env, self.level)
         children = _check_graphs(self, ctx, op, depth, stack, blocks)
         rule = rule_for(op.op)
         if rule is None or unranked:
             return children
-        try:
+        try:  # a rule must not crash on hostile input: anything it trips over is a malformed operator
             shapes = rule(ctx)
         except ValidationError:
             raise
-        except (
-            ArithmeticError,
-            ValueError,
-            TypeError,
-            IndexError,
-            KeyError,
-        ) as exc:  # a rule must never crash on input
+        except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
             raise ctx.error(f"malformed operator ({type(exc).__name__}: {exc})") from exc
         for shape, out in zip(shapes, otypes, strict=False):
             ctx.error_if(

@@ -72,7 +72,9 @@ def saturate(values: np.ndarray, dtype: DType, unsigned: bool = False) -> np.nda
 _SPLIT = 24  # value = hi * 2**24 + lo keeps every partial product of a 48 x 32-bit multiply below 2**56
 
 
-def multiply_round_shift(value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, round_: np.ndarray) -> np.ndarray:
+def multiply_round_shift(
+    value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, round_: np.ndarray
+) -> np.ndarray:
     """``floor((value * multiplier + round_) / 2**shift)`` computed exactly in int64.
 
     Exact for |value| <= 2**48, |multiplier| <= 2**31, |round_| <= 2**62 and 0 <= shift <= 63, where
@@ -103,7 +105,9 @@ def _round_term(shift: np.ndarray) -> np.ndarray:
     return np.where(s > 0, np.left_shift(np.int64(1), np.clip(s - 1, 0, 62)), 0)
 
 
-def apply_scale_32(value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, double_round: bool = False) -> np.ndarray:
+def apply_scale_32(
+    value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, double_round: bool = False
+) -> np.ndarray:
     """The spec's ``apply_scale_32``: ``(value * multiplier + round) >> shift`` with round-half-up,
     and with ``double_round`` an extra +-2**30 for shift > 31 (the two-stage rounding of frameworks
     that round once at 31 bits and again at the final shift).

@@ -34,9 +34,36 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U64 = struct.Struct("<Q")
 
-_ENUM_CODES = {name: frozenset(int(member) for member in enum) for name, enum in ENUMS.items()}
-_SLOTS = {spec.name: {f.name: (i, f) for i, f in enumerate(spec.fields)} for spec in TABLES.values()}
 _MISSING = object()
+_GENERIC_LIMITS = {
+    Kind.STRING: _lim.GENERIC_STRING_LIMIT,
+    Kind.INT32_VECTOR: _lim.GENERIC_INT32_VECTOR_LIMIT,
+    Kind.UBYTE_VECTOR: _lim.GENERIC_UBYTE_VECTOR_LIMIT,
+    Kind.STRING_VECTOR: _lim.GENERIC_STRING_VECTOR_LIMIT,
+    Kind.TABLE_VECTOR: _lim.GENERIC_TABLE_VECTOR_LIMIT,
+}
+
+
+class _Slot:
+    """What the decoder needs to know about one field, worked out once from the schema."""
+
+    __slots__ = ("absent", "checks_absence", "child", "codes", "entry", "field", "kind", "limit", "scalar", "size")
+
+    def __init__(self, table: Table, index: int, field: Field) -> None:
+        kind = field.kind
+        self.field = field
+        self.kind = kind
+        self.entry = 4 + 2 * index  # position of the field's voffset inside the vtable
+        self.size = kind.size
+        self.scalar = kind.is_scalar
+        self.absent = (bool(field.default) if kind is Kind.BOOL else field.default) if self.scalar else None
+        self.checks_absence = field.required or kind is Kind.UNION
+        self.child = TABLES[field.ref] if kind in (Kind.TABLE, Kind.TABLE_VECTOR) else None
+        self.codes = frozenset(int(m) for m in ENUMS[field.ref]) if kind is Kind.ENUM else None
+        self.limit = _lim.FIELD_LIMITS.get((table.name, field.name), _GENERIC_LIMITS.get(kind, ""))
+
+
+_SLOTS = {spec.name: {f.name: _Slot(spec, i, f) for i, f in enumerate(spec.fields)} for spec in TABLES.values()}
 
 
 def _join(where: str, name: str) -> str:
@@ -127,7 +154,8 @@ class FlatBuffer:
         count = _U32.unpack_from(self.view, pos)[0]
         limit = getattr(self.limits, limit_name)
         if count > limit:
-            raise FormatError(f"{count} entries, limit {limit_name}={limit}", what)
+            unit = "bytes" if elem_size == 1 else "entries"
+            raise FormatError(f"{count} {unit}, limit {limit_name}={limit}", what)
         start = pos + 4
         if start + count * elem_size > self.size:
             raise FormatError(
@@ -196,52 +224,51 @@ class FlatBuffer:
 
     # -- fields ------------------------------------------------------------------------------------
     def _field(self, table: FlatTable, name: str) -> Any:
-        slot, field = _SLOTS[table.spec.name][name]
-        where = _join(table.where, name)
-        entry = 4 + 2 * slot
-        voff = _U16.unpack_from(self.view, table._vt + entry)[0] if entry + 2 <= table._vtsize else 0
+        slot = _SLOTS[table.spec.name][name]
+        voff = _U16.unpack_from(self.view, table._vt + slot.entry)[0] if slot.entry + 2 <= table._vtsize else 0
         if voff == 0:
-            return self._absent(table, field, where)
-        size = field.kind.size
+            if slot.checks_absence:
+                self._absent(table, slot.field, table.field_where(name))
+            return slot.absent
+        size = slot.size
         if voff < 4 or voff + size > table._tsize:
-            raise FormatError(f"field at table offset {voff} overruns its {table._tsize}-byte table", where)
+            raise FormatError(
+                f"field at table offset {voff} overruns its {table._tsize}-byte table", table.field_where(name)
+            )
         pos = table.pos + voff
         if pos % size:
-            raise FormatError(f"field at {pos} is not {size}-byte aligned", where)
-        kind = field.kind
-        if kind.is_scalar:
-            return self._scalar(table, field, pos, where)
+            raise FormatError(f"field at {pos} is not {size}-byte aligned", table.field_where(name))
+        kind = slot.kind
+        if slot.scalar:
+            return self._scalar(table, slot, pos)
+        where = table.field_where(name)
         target = pos + _U32.unpack_from(self.view, pos)[0]
         if kind is Kind.STRING:
-            return self.string(target, _lim.FIELD_LIMITS.get((table.spec.name, name), _lim.GENERIC_STRING_LIMIT), where)
+            return self.string(target, slot.limit, where)
         if kind is Kind.TABLE:
-            return self.table(target, TABLES[field.ref], where)
+            return self.table(target, slot.child, where)
         if kind is Kind.UNION:
             code = table.get(f"{name}_type")
             if code == 0:
                 raise FormatError("union value present but its type is NONE", where)
-            member = UNIONS[field.ref][code - 1]
+            member = UNIONS[slot.field.ref][code - 1]
             return member, self.table(target, TABLES[member], where)
-        limit = _lim.FIELD_LIMITS.get((table.spec.name, name))
         if kind is Kind.INT32_VECTOR:
-            return self.int32s(target, limit or _lim.GENERIC_INT32_VECTOR_LIMIT, where)
+            return self.int32s(target, slot.limit, where)
         if kind is Kind.UBYTE_VECTOR:
-            return self.ubytes(target, limit or _lim.GENERIC_UBYTE_VECTOR_LIMIT, where)
+            return self.ubytes(target, slot.limit, where)
         if kind is Kind.STRING_VECTOR:
-            return self.strings(target, limit or _lim.GENERIC_STRING_VECTOR_LIMIT, where)
-        return self.tables(target, TABLES[field.ref], limit or _lim.GENERIC_TABLE_VECTOR_LIMIT, where)
+            return self.strings(target, slot.limit, where)
+        return self.tables(target, slot.child, slot.limit, where)
 
-    def _absent(self, table: FlatTable, field: Field, where: str) -> Any:
+    def _absent(self, table: FlatTable, field: Field, where: str) -> None:
         if field.required:
             raise FormatError("required field is missing", where)
-        if field.kind is Kind.UNION and table.get(f"{field.name}_type") != 0:
+        if table.get(f"{field.name}_type") != 0:
             raise FormatError(f"union type is set but {field.name} is missing", where)
-        if field.kind is Kind.BOOL:
-            return bool(field.default)
-        return field.default if field.kind.is_scalar else None
 
-    def _scalar(self, table: FlatTable, field: Field, pos: int, where: str) -> int | bool:
-        kind = field.kind
+    def _scalar(self, table: FlatTable, slot: _Slot, pos: int) -> int | bool:
+        kind = slot.kind
         if kind is Kind.BOOL:
             return self.view[pos] != 0
         if kind is Kind.INT32:
@@ -250,10 +277,10 @@ class FlatBuffer:
             return _U64.unpack_from(self.view, pos)[0]
         if kind is Kind.UNION_TYPE:
             code = self.view[pos]
-            if code > len(UNIONS[field.ref]):
-                raise FormatError(f"unknown {field.ref} union type {code}", where)
+            if code > len(UNIONS[slot.field.ref]):
+                raise FormatError(f"unknown {slot.field.ref} union type {code}", table.field_where(slot.field.name))
             return code
         value = _U32.unpack_from(self.view, pos)[0]
-        if kind is Kind.ENUM and value not in _ENUM_CODES[field.ref]:
-            raise FormatError(f"unknown {field.ref} code {value}", where)
+        if slot.codes is not None and value not in slot.codes:
+            raise FormatError(f"unknown {slot.field.ref} code {value}", table.field_where(slot.field.name))
         return value

@@ -17,7 +17,7 @@ import operator as _operator
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..dtypes import DType
 from ..operators import Op
@@ -53,7 +53,7 @@ class Expr:
     ``tensor_list_shape(x)``. ``evaluate`` returns None while a name it needs is unknown, so a check
     over unknown (dynamic) values is skipped rather than guessed."""
 
-    _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    _BINOPS: ClassVar[dict[type, Callable[[Any, Any], Any]]] = {
         ast.Add: _operator.add,
         ast.Sub: _operator.sub,
         ast.Mult: _operator.mul,

@@ -37,9 +37,7 @@ def _shift_amount(values: np.ndarray) -> np.ndarray:
     return np.clip(_int64(values), 0, 63)
 
 
-def _arith(
-    ctx: KernelContext, inputs: Sequence[np.ndarray], int_fn: Callable, float_fn: Callable
-) -> list[np.ndarray]:
+def _arith(ctx: KernelContext, inputs: Sequence[np.ndarray], int_fn: Callable, float_fn: Callable) -> list[np.ndarray]:
     dtype = _out_dtype(ctx)
     a, b = inputs[0], inputs[1]
     if dtype.is_float:

@@ -1,0 +1,48 @@
+"""The CPU backend: TOSA 1.0 on the host with numpy, and the oracle every other backend is checked against.
+
+Every operator has a numpy kernel (``ops/``, one module per specification group) that computes what the
+specification's pseudocode computes: bit-exact where the specification is exact, within its error bounds
+elsewhere. Integer arithmetic is exact (int64, or float64 where the sums provably fit in 53 bits so that
+BLAS can do the work); convolutions and matrix products are one large BLAS product over an im2col view
+rather than loops over elements. The interpreter (:mod:`.interpreter`) prepares a program once (kernel
+lookup, constant folding, liveness) and then runs it as often as asked. Values are numpy arrays in the
+storage form of :attr:`~ironaccel.tosa.dtypes.DType.numpy`.
+
+``run(program, inputs)`` is the direct entry for tests and tools; ``load(program)`` returns a
+:class:`~.interpreter.CompiledProgram` to run repeatedly. The execution-contract accelerator lives in
+:mod:`.accelerator`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...tosa.ir import Program
+from .interpreter import CompiledProgram
+from .interpreter import load as _load_program
+
+ProgramSource = Program | bytes | bytearray | memoryview | str | os.PathLike
+
+
+def _program(source: ProgramSource) -> Program:
+    if isinstance(source, Program):
+        return source
+    from ...tosa.codec import read  # the codec is only needed for serialized programs
+
+    return read(source)
+
+
+def load(program: ProgramSource) -> CompiledProgram:
+    """Prepare a program (a :class:`Program`, ``.tosa`` bytes or a path) for repeated runs."""
+    return _load_program(_program(program))
+
+
+def run(program: ProgramSource, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Load ``program`` and run it once on ``inputs`` (storage form); returns its outputs."""
+    return load(program).run(inputs)
+
+
+__all__ = ["CompiledProgram", "load", "run"]

@@ -1,0 +1,441 @@
+"""Runs a TOSA program on the host with the numpy kernels of :mod:`.kernel`.
+
+:func:`load` does everything that depends only on the program, once: it finds the kernel of every
+operator (a :class:`~ironaccel.tosa.errors.LoweringError` names the first one without), gives every
+tensor of a block a slot number, evaluates operators whose inputs are all constants (constant
+folding), and works out after which operator each value is dead so a run can drop it at once (peak
+memory is the live set, not every intermediate). :meth:`CompiledProgram.run` then only moves arrays
+between slots and calls kernels in the block's operator order, which TOSA already gives in a valid
+order; load checks that every operand is produced before it is used.
+
+Variables live in a store that belongs to the :class:`CompiledProgram`: TOSA defines them as values
+that persist across invocations of a graph, so a second ``run`` sees what the first one wrote.
+Loading the same :class:`~ironaccel.tosa.ir.Program` twice gives two independent stores;
+:meth:`CompiledProgram.reset_variables` restores the initial values. A tensor flagged ``variable``
+stands for its variable everywhere: reading it as an operand reads the store, producing it writes the
+store (tosa-opt writes VARIABLE_READ / VARIABLE_WRITE as IDENTITY operators on such tensors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ...core.errors import DeadlineExpired, InternalError, InvalidArgument, IronAccelError
+from ...tosa.errors import LoweringError, ValidationError
+from ...tosa.ir import Block, Operator, Program, Tensor
+from ...tosa.operators import Op
+from .kernel import Kernel, kernel_for
+
+# Operators never evaluated at load: they have effects, or they run other blocks.
+_NOT_FOLDABLE = frozenset({Op.COND_IF, Op.WHILE_LOOP, Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE, Op.CUSTOM})
+# Operators that name a variable operand without reading it.
+_NAMES_VARIABLE = frozenset({Op.VARIABLE, Op.VARIABLE_WRITE})
+# Folding trades memory for time; a constant that big (a TILE of a small constant, say) stays lazy.
+FOLD_LIMIT_BYTES = 64 << 20
+
+Check = Callable[[], None]
+
+
+def variable_key(tensor: Tensor) -> str:
+    """The name a variable tensor is stored under: its variable name, else its tensor name."""
+    return tensor.variable_name or tensor.name
+
+
+def _is_constant(tensor: Tensor) -> bool:
+    return tensor.data is not None and not tensor.variable
+
+
+def _storage_matches(decl: Tensor, value: np.ndarray) -> bool:
+    if value.dtype != decl.dtype.numpy:
+        return False
+    if decl.unranked or any(d < 0 for d in decl.shape):
+        return True
+    return value.shape == decl.shape
+
+
+class _OpContext:
+    """The :class:`~.kernel.KernelContext` of one operator; built at load, shared by every run."""
+
+    __slots__ = ("_compiled", "block", "index", "inputs", "operator", "outputs", "program")
+
+    def __init__(self, compiled: CompiledProgram, block: Block, index: int, operator: Operator) -> None:
+        self._compiled = compiled
+        self.block = block
+        self.index = index
+        self.operator = operator
+        self.program = compiled.program
+        self.inputs = tuple(block.tensor(n) for n in operator.inputs)
+        self.outputs = tuple(block.tensor(n) for n in operator.outputs)
+
+    def run_block(self, name: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self._compiled._run_block(name, values)
+
+    def variable(self, name: str) -> np.ndarray:
+        return self._compiled._read_variable(name)
+
+    def set_variable(self, name: str, value: np.ndarray) -> None:
+        self._compiled._write_variable(name, value)
+
+    def where(self) -> str:
+        return f"block {self.block.name!r} operator #{self.index} {self.operator.op.name}"
+
+
+@dataclasses.dataclass
+class _Step:
+    kernel: Kernel
+    ctx: _OpContext
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    read_vars: tuple[tuple[int, str], ...]  # (operand position, variable) read from the store
+    write_vars: tuple[tuple[int, str], ...]  # (result position, variable) written to the store
+    release: tuple[int, ...] = ()  # slots dead after this step
+
+
+@dataclasses.dataclass
+class _BlockPlan:
+    block: Block
+    inputs: tuple[int, ...]
+    outputs: tuple[int | str, ...]  # a slot, or the name of a variable read at the end
+    template: list[np.ndarray | None]  # constants in their slots, None elsewhere
+    steps: list[_Step]
+
+
+class _RunState(threading.local):
+    check: Check | None = None
+
+
+class CompiledProgram:
+    """A program prepared for the CPU: run it any number of times, from any thread."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.main = program.main
+        self._plans: dict[str, _BlockPlan] = {}
+        self._variables: dict[str, np.ndarray] = {}
+        self._variable_decls: dict[str, Tensor] = {}
+        self._state = _RunState()
+        self._plan_all()
+        self.reset_variables()
+        # Runs that share the variable store are serialised; programs without variables run in parallel.
+        self._lock = threading.Lock() if self._variable_decls else None
+
+    # -- public ------------------------------------------------------------------------------------
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return self.main.input_tensors
+
+    @property
+    def output_tensors(self) -> list[Tensor]:
+        return self.main.output_tensors
+
+    def run(
+        self, inputs: Sequence[np.ndarray], *, check: Check | None = None, deadline: float | None = None
+    ) -> list[np.ndarray]:
+        """Run the main block on ``inputs`` (storage form, declared shapes); outputs in storage form.
+
+        ``check`` is called before every operator (and so before every loop iteration) and may raise to
+        abandon the run (a cancellation hook); ``deadline`` is a :func:`time.monotonic` instant after
+        which the run stops with :class:`~ironaccel.core.errors.DeadlineExpired`.
+        """
+        args = self._check_inputs(inputs)
+        if deadline is not None:
+            check = _with_deadline(check, deadline)
+        previous = self._state.check
+        self._state.check = check
+        try:
+            if self._lock is None:
+                outputs = self._execute(self._plans[self.main.name], args)
+            else:
+                with self._lock:
+                    outputs = self._execute(self._plans[self.main.name], args)
+        finally:
+            self._state.check = previous
+        return _owned(outputs, args)
+
+    def reset_variables(self) -> None:
+        """Give every variable its initial value again (variables without one become unwritten)."""
+        self._variables = {
+            key: np.array(decl.data, copy=True) for key, decl in self._variable_decls.items() if decl.data is not None
+        }
+
+    def variables(self) -> dict[str, np.ndarray]:
+        """A copy of the current variable values, by variable name."""
+        return {key: value.copy() for key, value in self._variables.items()}
+
+    # -- load --------------------------------------------------------------------------------------
+    def _plan_all(self) -> None:
+        pending = [self.main.name]
+        while pending:
+            name = pending.pop()
+            if name in self._plans:
+                continue
+            try:
+                block = self.program.block(name)
+            except KeyError:
+                raise ValidationError(f"control flow refers to a missing block {name!r}") from None
+            self._plans[name] = self._plan(block)
+            for operator in block.operators:
+                attribute = operator.attribute
+                if operator.op is Op.COND_IF:
+                    pending += [attribute.then_graph, attribute.else_graph]
+                elif operator.op is Op.WHILE_LOOP:
+                    pending += [attribute.cond_graph, attribute.body_graph]
+
+    def _plan(self, block: Block) -> _BlockPlan:
+        slots: dict[str, int] = {}
+        template: list[np.ndarray | None] = []
+        constant: set[int] = set()
+
+        def slot(name: str) -> int:
+            if name not in slots:
+                slots[name] = len(template)
+                template.append(None)
+            return slots[name]
+
+        variables = {t.name: variable_key(t) for t in block.tensors if t.variable}
+        for tensor in block.tensors:
+            if tensor.variable:
+                self._declare_variable(tensor)
+            elif _is_constant(tensor):
+                template[slot(tensor.name)] = tensor.data
+                constant.add(slots[tensor.name])
+        defined = set(slots) | set(variables)
+        for name in block.inputs:
+            _declared(block, name, "block input")
+            defined.add(name)
+        input_slots = tuple(slot(n) for n in block.inputs)
+
+        steps: list[_Step] = []
+        for index, operator in enumerate(block.operators):
+            fn = kernel_for(operator.op)
+            if fn is None:
+                raise LoweringError(
+                    f"the CPU backend has no kernel for {operator.op.name} (block {block.name!r}, operator #{index})"
+                )
+            for name in operator.inputs:
+                _declared(block, name, f"operator #{index} {operator.op.name} operand", index)
+                if name not in defined:
+                    raise ValidationError(
+                        f"operand {name!r} is used before any operator produces it",
+                        op_index=index,
+                        op=operator.op.name,
+                        block=block.name,
+                    )
+            for name in operator.outputs:
+                _declared(block, name, f"operator #{index} {operator.op.name} result", index)
+            defined.update(operator.outputs)
+            ctx = _OpContext(self, block, index, operator)
+            step = _Step(
+                fn,
+                ctx,
+                tuple(-1 if n in variables else slot(n) for n in operator.inputs),
+                tuple(-1 if n in variables else slot(n) for n in operator.outputs),
+                tuple((i, variables[n]) for i, n in enumerate(operator.inputs) if n in variables),
+                tuple((i, variables[n]) for i, n in enumerate(operator.outputs) if n in variables),
+            )
+            if not self._fold(step, template, constant):
+                steps.append(step)
+        for name in block.outputs:
+            _declared(block, name, "block output")
+            if name not in defined:
+                raise ValidationError(f"block output {name!r} is never produced", block=block.name)
+        outputs = tuple(variables[n] if n in variables else slot(n) for n in block.outputs)
+        _plan_releases(steps, input_slots, outputs)
+        return _BlockPlan(block, input_slots, outputs, template, steps)
+
+    def _declare_variable(self, tensor: Tensor) -> None:
+        key = variable_key(tensor)
+        known = self._variable_decls.get(key)
+        if known is None or (known.data is None and tensor.data is not None):
+            self._variable_decls[key] = tensor
+
+    def _fold(self, step: _Step, template: list[np.ndarray | None], constant: set[int]) -> bool:
+        """Evaluate ``step`` now if all its operands are constants; True when it became constants."""
+        ctx = step.ctx
+        if ctx.operator.op in _NOT_FOLDABLE or step.read_vars or step.write_vars:
+            return False
+        if not all(s in constant for s in step.inputs):
+            return False
+        if any(t.unranked or any(d < 0 for d in t.shape) for t in ctx.outputs):
+            return False
+        if sum(t.size * t.dtype.numpy.itemsize for t in ctx.outputs) > FOLD_LIMIT_BYTES:
+            return False
+        try:
+            with np.errstate(all="ignore"):
+                results = step.kernel(ctx, [template[s] for s in step.inputs])
+        except Exception:  # noqa: BLE001 - leave it to the run, which reports the error with its context
+            return False
+        if len(results) != len(step.outputs) or not all(
+            isinstance(r, np.ndarray) and _storage_matches(t, r) for t, r in zip(ctx.outputs, results, strict=True)
+        ):
+            return False
+        for s, value in zip(step.outputs, results, strict=True):
+            if value.flags.writeable:  # a fresh result: freeze a view of it, constants are shared by runs
+                value = value.view()
+                value.flags.writeable = False
+            template[s] = value
+            constant.add(s)
+        return True
+
+    # -- run ---------------------------------------------------------------------------------------
+    def _check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        decls = self.main.input_tensors
+        if len(inputs) != len(decls):
+            names = ", ".join(repr(t.name) for t in decls)
+            raise InvalidArgument(f"the program takes {len(decls)} inputs ({names}), got {len(inputs)}")
+        args = []
+        for index, (decl, value) in enumerate(zip(decls, inputs, strict=True)):
+            if not isinstance(value, np.ndarray):
+                raise InvalidArgument(
+                    f"input #{index} {decl.name!r}: expected a numpy array, got {type(value).__name__}"
+                )
+            if value.dtype != decl.dtype.numpy:
+                raise InvalidArgument(
+                    f"input #{index} {decl.name!r}: expected {decl.dtype} (numpy {decl.dtype.numpy}), got {value.dtype}"
+                )
+            if not decl.unranked and (
+                value.ndim != len(decl.shape)
+                or any(d >= 0 and d != v for d, v in zip(decl.shape, value.shape, strict=True))
+            ):
+                raise InvalidArgument(
+                    f"input #{index} {decl.name!r}: expected shape {list(decl.shape)}, got {list(value.shape)}"
+                )
+            args.append(value)
+        return args
+
+    def _run_block(self, name: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        plan = self._plans.get(name)
+        if plan is None:
+            raise InternalError(f"block {name!r} was not planned")
+        if len(values) != len(plan.inputs):
+            raise ValidationError(
+                f"block {name!r} takes {len(plan.inputs)} values, was given {len(values)}", block=name
+            )
+        return self._execute(plan, values)
+
+    def _execute(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        # IEEE special values are data here, not accidents: numpy's overflow / invalid warnings are muted.
+        with np.errstate(all="ignore"):
+            return self._execute_steps(plan, args)
+
+    def _execute_steps(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        values = plan.template.copy()
+        for s, value in zip(plan.inputs, args, strict=True):
+            values[s] = value
+        check = self._state.check
+        for step in plan.steps:
+            if check is not None:
+                check()
+            operands = [values[s] for s in step.inputs]
+            for position, key in step.read_vars:
+                # Declaring and writing may name a variable that holds no value yet.
+                operands[position] = (
+                    self._variables.get(key) if step.ctx.operator.op in _NAMES_VARIABLE else self._read_variable(key)
+                )
+            try:
+                results = step.kernel(step.ctx, operands)
+            except IronAccelError:
+                raise
+            except Exception as exc:
+                raise InternalError(f"{step.ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
+            _check_results(step, results)
+            for s, value in zip(step.outputs, results, strict=True):
+                if s >= 0:
+                    values[s] = value
+            for position, key in step.write_vars:
+                self._write_variable(key, results[position])
+            for s in step.release:
+                values[s] = None
+        return [self._read_variable(s) if isinstance(s, str) else values[s] for s in plan.outputs]
+
+    def _read_variable(self, key: str) -> np.ndarray:
+        value = self._variables.get(key)
+        if value is None:
+            if key not in self._variable_decls:
+                raise ValidationError(f"variable {key!r} is not declared", unpredictable=True)
+            raise ValidationError(f"variable {key!r} is read before it is written", unpredictable=True)
+        return value
+
+    def _write_variable(self, key: str, value: np.ndarray) -> None:
+        decl = self._variable_decls.get(key)
+        if decl is None:
+            raise ValidationError(f"variable {key!r} is not declared", unpredictable=True)
+        if not _storage_matches(decl, value):
+            raise ValidationError(
+                f"variable {key!r} is {decl.dtype}{list(decl.shape)}, written with {value.dtype}{list(value.shape)}",
+                unpredictable=True,
+            )
+        stored = np.array(value, copy=True)
+        stored.flags.writeable = False
+        self._variables[key] = stored
+
+
+def _declared(block: Block, name: str, what: str, index: int | None = None) -> None:
+    if name not in block.tensor_map:
+        raise ValidationError(f"{what} {name!r} has no tensor declaration", op_index=index, block=block.name)
+
+
+def _plan_releases(steps: list[_Step], inputs: tuple[int, ...], outputs: tuple[int | str, ...]) -> None:
+    """Mark each slot dead after its last reader (or at once after its producer if nobody reads it)."""
+    keep = {s for s in outputs if isinstance(s, int)}
+    last: dict[int, int] = {s: -1 for s in inputs}
+    for index, step in enumerate(steps):
+        for s in (*step.inputs, *step.outputs):
+            if s >= 0:
+                last[s] = index
+    by_step: dict[int, list[int]] = {}
+    for s, index in last.items():
+        if s not in keep and index >= 0:
+            by_step.setdefault(index, []).append(s)
+    for index, step in enumerate(steps):
+        step.release = tuple(by_step.get(index, ()))
+
+
+def _check_results(step: _Step, results: list[np.ndarray]) -> None:
+    decls = step.ctx.outputs
+    if len(results) != len(decls):
+        raise InternalError(f"{step.ctx.where()}: kernel returned {len(results)} results for {len(decls)} outputs")
+    for decl, value in zip(decls, results, strict=True):
+        if not isinstance(value, np.ndarray) or not _storage_matches(decl, value):
+            got = f"{value.dtype}{list(value.shape)}" if isinstance(value, np.ndarray) else type(value).__name__
+            raise InternalError(
+                f"{step.ctx.where()}: kernel returned {got} for {decl.name!r} declared {decl.dtype}{list(decl.shape)}"
+            )
+
+
+def _owned(outputs: list[np.ndarray], args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Outputs the caller may keep and modify: no views of inputs or constants, no array twice."""
+    seen: set[int] = set()
+    result = []
+    for value in outputs:
+        shared = (
+            value.base is not None
+            or not value.flags.writeable
+            or id(value) in seen
+            or any(value is a or np.may_share_memory(value, a) for a in args)
+        )
+        if shared:
+            value = np.array(value, copy=True, order="C")
+        seen.add(id(value))
+        result.append(value)
+    return result
+
+
+def _with_deadline(check: Check | None, deadline: float) -> Check:
+    def hook() -> None:
+        if time.monotonic() > deadline:
+            raise DeadlineExpired("the program ran past its deadline")
+        if check is not None:
+            check()
+
+    return hook
+
+
+def load(program: Program) -> CompiledProgram:
+    """Prepare ``program`` for the CPU (kernel lookup, constant folding, liveness); see the module doc."""
+    return CompiledProgram(program)

@@ -1,0 +1,371 @@
+"""Tensor operators: convolutions, MATMUL, pooling, ARGMAX, FFT2D / RFFT2D.
+
+How the arithmetic stays within the specification while BLAS does the work:
+
+* Integer results must be exact. Operands (minus their zero points) are converted to float64 and
+  multiplied by BLAS when ``max|a| * max|b| * terms`` stays below 2**53, where every partial sum is an
+  integer float64 holds exactly; otherwise int64 arithmetic is used. The exact sum is then wrapped to
+  the output type: overflow of the int32 / int48 accumulator is a REQUIRE in the specification
+  (unpredictable), so wrapping is allowed and deterministic.
+* Floating-point dot products are judged against an fp64 reference with an error bound scaled to the
+  accumulator and output types. Every float type is widened to float32 (exact for fp16, bf16 and fp8),
+  multiplied and summed by sgemm, and rounded once to the output type. That is at least as accurate
+  as accumulating in fp16 (the fp16 / fp8 ``acc_type``), so it meets those bounds as well; the bias
+  joins the product as one more term (the bound counts it as one).
+* Convolutions are im2col: a strided window view of the zero-padded input is copied into a
+  ``[rows, K*C + 1]`` matrix (the last column is ones, for the bias) in chunks of bounded size, and
+  multiplied with the weights in one GEMM per chunk. TRANSPOSE_CONV2D multiplies the input by each
+  kernel tap and adds the products into the strided output positions (no multiplies by inserted zeros).
+  DEPTHWISE_CONV2D, with one tiny product per channel, accumulates kernel taps elementwise instead.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ....tosa.attributes import NanPropagationMode
+from ....tosa.operators import Op
+from ..kernel import KernelContext, kernel
+
+_EXACT = float(2**53)  # float64 holds every integer below this
+_CHUNK_BYTES = 16 << 20  # im2col buffer per GEMM (and per calling thread, kept between calls)
+
+
+def _is_int(value: np.ndarray) -> bool:
+    return value.dtype.kind == "i"
+
+
+def _zp(value: np.ndarray) -> int:
+    return int(np.asarray(value).reshape(-1)[0])
+
+
+def _operand(value: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """``value - zero_point`` in the work type: float64 for integers (exact), float32 for floats."""
+    if not _is_int(value):
+        return value.astype(np.float32, copy=False)
+    work = value.astype(np.float64)
+    zp = _zp(zero_point) if zero_point is not None else 0
+    if zp:
+        work -= zp
+    return work
+
+
+def _magnitude(value: np.ndarray, zero_point: np.ndarray | None) -> int:
+    """A bound on ``|value - zero_point|`` from the dtype alone (no pass over the data)."""
+    info = np.iinfo(value.dtype)
+    zp = abs(_zp(zero_point)) if zero_point is not None else 0
+    return max(-int(info.min), int(info.max)) + zp
+
+
+def _exact_in_float64(a: np.ndarray, a_zp, b: np.ndarray, b_zp, terms: int) -> bool:
+    return _magnitude(a, a_zp) * _magnitude(b, b_zp) * terms < _EXACT
+
+
+def _to_output(acc: np.ndarray, bias: np.ndarray | None, out_dtype: np.dtype) -> np.ndarray:
+    """Exact integer sum (+ bias) wrapped to int32, or to 48 bits for int48 (int64 storage)."""
+    total = acc if acc.dtype == np.int64 else np.rint(acc).astype(np.int64)
+    if bias is not None:
+        total = total + bias.astype(np.int64)
+    if out_dtype == np.int64:
+        return ((total + (1 << 47)) & ((1 << 48) - 1)) - (1 << 47)
+    return total.astype(out_dtype)
+
+
+# -- convolutions ----------------------------------------------------------------------------------
+def _padded(value: np.ndarray, pads: Sequence[int], zero_point: np.ndarray | None) -> np.ndarray:
+    """The operand in its work type with zeros around the spatial axes (``pads`` = before/after pairs)."""
+    operand = _operand(value, zero_point)
+    if not any(pads):
+        return operand
+    before, after = pads[0::2], pads[1::2]
+    shape = (
+        value.shape[0],
+        *(d + b + a for d, b, a in zip(value.shape[1:-1], before, after, strict=True)),
+        value.shape[-1],
+    )
+    out = np.zeros(shape, operand.dtype)
+    out[(slice(None), *(slice(b, b + d) for b, d in zip(before, value.shape[1:-1], strict=True)), slice(None))] = (
+        operand
+    )
+    return out
+
+
+def _windows(x: np.ndarray, out_sp: Sequence[int], kernel: Sequence[int], stride, dilation) -> np.ndarray:
+    """Read-only view [N, *out_sp, *kernel, C] of the padded input: element (n, o, k, c) is the input at
+    ``o * stride + k * dilation``."""
+    st = x.strides
+    rank = len(kernel)
+    strides = (
+        st[0],
+        *(st[1 + i] * stride[i] for i in range(rank)),
+        *(st[1 + i] * dilation[i] for i in range(rank)),
+        st[-1],
+    )
+    return as_strided(x, (x.shape[0], *out_sp, *kernel, x.shape[-1]), strides, writeable=False)
+
+
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+class _Scratch(threading.local):
+    """One reusable im2col buffer per calling thread, kept between calls: a fresh multi-megabyte array every
+    call pays its page faults again each time. About ``_CHUNK_BYTES`` (one output row at the least)."""
+
+    buffer: np.ndarray | None = None
+
+    def get(self, size: int, dtype: np.dtype) -> np.ndarray:
+        nbytes = size * dtype.itemsize
+        if self.buffer is None or self.buffer.nbytes < nbytes:
+            self.buffer = np.empty(max(nbytes, 1 << 20), np.uint8)
+        return self.buffer[:nbytes].view(dtype)
+
+
+_scratch = _Scratch()
+
+
+def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """[N, *out_sp, OC] = im2col(windows) @ wmat (+ bias as an extra column of ones)."""
+    n, *rest = windows.shape
+    rank = (len(rest) - 1) // 2
+    out_sp, taps = rest[:rank], rest[rank:]  # taps: the kernel dims and C
+    k = math.prod(taps)
+    oc = wmat.shape[1]
+    if bias is not None:
+        wmat = np.concatenate([wmat, bias.astype(wmat.dtype).reshape(1, oc)])
+    width = wmat.shape[0]
+    out = np.empty((n, *out_sp, oc), wmat.dtype)
+    inner = math.prod(out_sp[1:])
+    row_bytes = max(1, inner * width * wmat.itemsize)
+    chunk = max(1, min(out_sp[0], _CHUNK_BYTES // row_bytes))
+    buffer = _scratch.get(chunk * inner * width, wmat.dtype)
+    for b in range(n):
+        for start in range(0, out_sp[0], chunk):
+            stop = min(out_sp[0], start + chunk)
+            rows = (stop - start) * inner
+            cols = buffer[: rows * width].reshape(rows, width)
+            block = (stop - start, *out_sp[1:])
+            dst = as_strided(
+                cols, (*block, *taps), _c_strides(block, width * cols.itemsize) + _c_strides(taps, cols.itemsize)
+            )
+            np.copyto(dst, windows[b, start:stop])
+            if bias is not None:
+                cols[:, k] = 1
+            np.matmul(cols, wmat, out=out[b, start:stop].reshape(rows, oc))
+    return out
+
+
+def _bias(bias: np.ndarray, channels: int) -> np.ndarray:
+    return np.broadcast_to(bias.reshape(-1), (channels,))
+
+
+def _conv(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    x, w, bias, x_zp, w_zp = inputs
+    attribute = ctx.operator.attribute
+    out_decl = ctx.outputs[0]
+    out_sp, oc = out_decl.shape[1:-1], out_decl.shape[-1]
+    taps = w.shape[1:-1]
+    k = math.prod(taps) * x.shape[-1]
+    bias = _bias(bias, oc)
+    windows = _windows(_padded(x, attribute.pad, x_zp), out_sp, taps, attribute.stride, attribute.dilation)
+    if not _is_int(x):
+        wmat = _operand(w, None).reshape(oc, k).T
+        return [_im2col_gemm(windows, wmat, bias).astype(out_decl.dtype.numpy, copy=False)]
+    wmat = _operand(w, w_zp).reshape(oc, k).T
+    if not _exact_in_float64(x, x_zp, w, w_zp, k):
+        wmat = wmat.astype(np.int64)
+        windows = windows.astype(np.int64)
+    return [_to_output(_im2col_gemm(windows, wmat, None), bias, out_decl.dtype.numpy)]
+
+
+kernel(Op.CONV2D)(_conv)
+kernel(Op.CONV3D)(_conv)
+
+
+@kernel(Op.DEPTHWISE_CONV2D)
+def depthwise_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    x, w, bias, x_zp, w_zp = inputs
+    attribute = ctx.operator.attribute
+    out_decl = ctx.outputs[0]
+    n, out_h, out_w, out_c = out_decl.shape
+    kh, kw, c, m = w.shape
+    integer = _is_int(x)
+    padded = _padded(x, attribute.pad, x_zp)
+    weights = _operand(w, w_zp)
+    if integer:  # elementwise int64 is exact and as fast as float64 here
+        padded, weights = padded.astype(np.int64), weights.astype(np.int64)
+    windows = _windows(padded, (out_h, out_w), (kh, kw), attribute.stride, attribute.dilation)
+    acc = np.zeros((n, out_h, out_w, c, m), padded.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            acc += windows[:, :, :, ky, kx, :, None] * weights[ky, kx]
+    acc = acc.reshape(n, out_h, out_w, out_c)
+    if integer:
+        return [_to_output(acc, _bias(bias, out_c), out_decl.dtype.numpy)]
+    acc += _bias(bias, out_c).astype(np.float32)
+    return [acc.astype(out_decl.dtype.numpy, copy=False)]
+
+
+@kernel(Op.TRANSPOSE_CONV2D)
+def transpose_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    x, w, bias, x_zp, w_zp = inputs
+    attribute = ctx.operator.attribute
+    out_decl = ctx.outputs[0]
+    n, out_h, out_w, oc = out_decl.shape
+    _, in_h, in_w, ic = x.shape
+    _, kh, kw, _ = w.shape
+    sy, sx = attribute.stride
+    top, _, left, _ = attribute.out_pad
+    integer = _is_int(x)
+    xs = _operand(x, x_zp).reshape(-1, ic)
+    ws = _operand(w, w_zp)
+    if integer and not _exact_in_float64(x, x_zp, w, w_zp, kh * kw * ic):
+        xs, ws = xs.astype(np.int64), ws.astype(np.int64)
+    # Output row oy receives input row iy through tap ky when oy = iy * sy + ky + top.
+    full_h, full_w = (in_h - 1) * sy + kh, (in_w - 1) * sx + kw
+    full = np.zeros((n, full_h, full_w, oc), xs.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            product = (xs @ ws[:, ky, kx, :].T).reshape(n, in_h, in_w, oc)
+            full[:, ky : ky + (in_h - 1) * sy + 1 : sy, kx : kx + (in_w - 1) * sx + 1 : sx] += product
+    acc = np.zeros((n, out_h, out_w, oc), xs.dtype)
+    y0, y1 = max(0, top), min(out_h, top + full_h)
+    x0, x1 = max(0, left), min(out_w, left + full_w)
+    if y0 < y1 and x0 < x1:
+        acc[:, y0:y1, x0:x1] = full[:, y0 - top : y1 - top, x0 - left : x1 - left]
+    if integer:
+        return [_to_output(acc, _bias(bias, oc), out_decl.dtype.numpy)]
+    acc += _bias(bias, oc).astype(np.float32)
+    return [acc.astype(out_decl.dtype.numpy, copy=False)]
+
+
+@kernel(Op.MATMUL)
+def matmul(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    a, b, a_zp, b_zp = inputs
+    out_dtype = ctx.outputs[0].dtype.numpy
+    if not _is_int(a):
+        return [np.matmul(_operand(a, None), _operand(b, None)).astype(out_dtype, copy=False)]
+    wa, wb = _operand(a, a_zp), _operand(b, b_zp)
+    if not _exact_in_float64(a, a_zp, b, b_zp, a.shape[-1]):
+        wa, wb = wa.astype(np.int64), wb.astype(np.int64)
+    return [_to_output(np.matmul(wa, wb), None, out_dtype)]
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+def _pool_windows(value: np.ndarray, attribute, fill, reduce) -> np.ndarray:
+    """Reduce every [kernel] window of the input (padded with ``fill``) with the binary ufunc ``reduce``;
+    separable: first along x, then along y."""
+    ky, kx = attribute.kernel
+    sy, sx = attribute.stride
+    top, bottom, left, right = attribute.pad
+    n, h, w, c = value.shape
+    out_h, out_w = (h + top + bottom - ky) // sy + 1, (w + left + right - kx) // sx + 1
+    padded = np.full((n, h + top + bottom, w + left + right, c), fill, value.dtype)
+    padded[:, top : top + h, left : left + w] = value
+    rows = padded[:, :, 0 : (out_w - 1) * sx + 1 : sx].copy()
+    for i in range(1, kx):
+        reduce(rows, padded[:, :, i : i + (out_w - 1) * sx + 1 : sx], out=rows)
+    acc = rows[:, 0 : (out_h - 1) * sy + 1 : sy].copy()
+    for i in range(1, ky):
+        reduce(acc, rows[:, i : i + (out_h - 1) * sy + 1 : sy], out=acc)
+    return acc
+
+
+def _valid_counts(size: int, kernel: int, stride: int, pad: int, out_size: int) -> np.ndarray:
+    start = np.arange(out_size, dtype=np.int64) * stride - pad
+    return np.minimum(start + kernel, size) - np.maximum(start, 0)
+
+
+@kernel(Op.AVG_POOL2D)
+def avg_pool2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    value, in_zp, out_zp = inputs
+    attribute = ctx.operator.attribute
+    integer = _is_int(value)
+    work = value.astype(np.int64) - _zp(in_zp) if integer else value.astype(np.float64)
+    total = _pool_windows(work, attribute, 0, np.add)
+    _, out_h, out_w, _ = total.shape
+    (ky, kx), (sy, sx), (top, _, left, _) = attribute.kernel, attribute.stride, attribute.pad
+    count = (
+        _valid_counts(value.shape[1], ky, sy, top, out_h)[:, None]
+        * _valid_counts(value.shape[2], kx, sx, left, out_w)[None, :]
+    )[None, :, :, None]
+    if not integer:
+        return [(total / count).astype(value.dtype)]
+    # reciprocal_scale(count) then apply_scale_32 (single rounding), per distinct count.
+    shift_k = np.zeros_like(count)
+    for c in np.unique(count):
+        shift_k[count == c] = (int(c) - 1).bit_length()
+    multiplier = (((1 << 30) + 1) << shift_k) // count
+    shift = 30 + shift_k
+    scaled = (total * multiplier + (np.int64(1) << (shift - 1))) >> shift
+    info = np.iinfo(value.dtype)
+    return [np.clip(scaled + _zp(out_zp), info.min, info.max).astype(value.dtype)]
+
+
+def _ignores_nan(ctx: KernelContext) -> bool:
+    return ctx.operator.attribute.nan_mode == NanPropagationMode.IGNORE
+
+
+@kernel(Op.MAX_POOL2D)
+def max_pool2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    (value,) = inputs
+    attribute = ctx.operator.attribute
+    if _is_int(value):
+        return [_pool_windows(value, attribute, np.iinfo(value.dtype).min, np.maximum)]
+    # float32 holds every fp16 / bf16 / fp8 value exactly, and the result is one of the inputs.
+    wide = value.astype(np.float32)
+    if _ignores_nan(ctx):  # padding is NaN, which fmax skips; an all-NaN window stays NaN
+        result = _pool_windows(wide, attribute, np.nan, np.fmax)
+    else:
+        result = _pool_windows(wide, attribute, -np.inf, np.maximum)
+    return [result.astype(value.dtype)]
+
+
+@kernel(Op.ARGMAX)
+def argmax(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    (value,) = inputs
+    axis = ctx.operator.attribute.axis
+    out_dtype = ctx.outputs[0].dtype.numpy
+    if _is_int(value) or not _ignores_nan(ctx):
+        # np.argmax returns the first maximum, and the first NaN if there is one (PROPAGATE).
+        wide = value if _is_int(value) else value.astype(np.float32)
+        return [np.asarray(np.argmax(wide, axis=axis), dtype=out_dtype)]  # rank 1 -> rank 0 array
+    # IGNORE: the first element equal to the largest non-NaN value; index 0 when all are NaN.
+    wide = value.astype(np.float32)
+    best = np.fmax.reduce(wide, axis=axis, keepdims=True)
+    return [np.asarray(np.argmax(wide == best, axis=axis), dtype=out_dtype)]
+
+
+# -- FFT -------------------------------------------------------------------------------------------
+@kernel(Op.FFT2D)
+def fft2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    real, imag = inputs
+    signal = np.empty(real.shape, np.complex128)
+    signal.real, signal.imag = real, imag  # not real + 1j * imag: 1j * inf would put a NaN in the real part
+    if ctx.operator.attribute.inverse:
+        result = np.fft.ifft2(signal, norm="forward")  # TOSA's inverse is not scaled by 1/(H*W)
+    else:
+        result = np.fft.fft2(signal)
+    return [result.real.astype(np.float32), result.imag.astype(np.float32)]
+
+
+@kernel(Op.RFFT2D)
+def rfft2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    (real,) = inputs
+    _, h, w = real.shape
+    result = np.fft.rfft2(real.astype(np.float64))
+    imag = result.imag.astype(np.float32)
+    # Where every angle is a multiple of pi the specification adds no sine terms: exactly zero.
+    rows = [0, h // 2] if h > 1 else [0]
+    cols = [0, w // 2] if w > 1 else [0]
+    imag[:, np.array(rows)[:, None], np.array(cols)[None, :]] = 0.0
+    return [result.real.astype(np.float32), imag]
