@@ -57,7 +57,8 @@ class Run:
 
     @property
     def done(self) -> bool:
-        return self._exe.device.accelerator.poll_event(self.event).terminal
+        # After wait() the event is released and the outputs are held here.
+        return self._outputs is not None or self._exe.device.accelerator.poll_event(self.event).terminal
 
     def wait(self, timeout: float | None = None) -> list[np.ndarray]:
         if self._outputs is None:
