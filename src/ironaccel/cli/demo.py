@@ -21,7 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per device (default 20)")
 
 
+DEFAULT_MODEL = "cnn_fp32.tosa"
+
+
 def _bundled() -> Path | None:
+    default = MODELS / DEFAULT_MODEL
+    if default.exists():
+        return default
     candidates = sorted(MODELS.glob("*.tosa")) if MODELS.is_dir() else []
     return candidates[0] if candidates else None
 
@@ -58,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     rng = np.random.default_rng(0)
     inputs = []
-    for t in program.main.input_tensors:
+    torch_ref = path.with_name(path.stem + ".torch.npz")
+    reference = np.load(torch_ref) if torch_ref.exists() else None
+    float_model = all(t.dtype.numpy.kind == "f" for t in program.main.input_tensors)
+    if reference is not None and float_model and len(program.main.inputs) == 1:
+        inputs = [reference["input"].astype(program.main.input_tensors[0].dtype.numpy)]
+    for t in program.main.input_tensors[len(inputs) :]:
         dt = t.dtype.numpy
         if dt.kind == "f":
             inputs.append(rng.standard_normal(t.shape).astype(dt))
@@ -91,5 +102,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(
             f"agreement, output {i} {row['dtype']}{row['shape']}: {row['differing']} differing elements, "
             f"max |diff| {row['max_abs_diff']:.3g}"
+        )
+    if reference is not None and float_model:
+        (row,) = compare(results["best"][2][:1], [reference["output"]])
+        console.print(
+            f"agreement with PyTorch's own output for the same input: max |diff| {row['max_abs_diff']:.3g} "
+            f"over {int(np.prod(row['shape']))} values"
         )
     return 0

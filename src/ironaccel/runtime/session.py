@@ -194,7 +194,10 @@ def open_device(spec: str = "auto") -> Device:
     for candidate in AUTO_ORDER:
         try:
             acc = factory(candidate)()
-        except (IronAccelError, ImportError, OSError) as exc:
+        except ImportError:
+            skipped.append(f"{candidate}: not part of this installation")
+            continue
+        except (IronAccelError, OSError) as exc:
             skipped.append(f"{candidate}: {exc}")
             continue
         info = acc.device_info()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import InvalidArgument
-from .attributes import ATTRIBUTE_OF, Attribute, CondIfAttribute, WhileLoopAttribute
+from .attributes import Attribute, CondIfAttribute, WhileLoopAttribute
 from .builder_ops import OperatorMethods
 from .dtypes import DType
 from .errors import ValidationError
@@ -426,4 +426,4 @@ def element_dtype(arg: Argument) -> DType | None:
     return ELEMENT_TYPES.get(arg.element or "")
 
 
-__all__ = ["Operand", "ProgramBuilder", "Value", "dtype_of", "element_dtype", "to_storage", "ATTRIBUTE_OF"]
+__all__ = ["Operand", "ProgramBuilder", "Value", "dtype_of", "element_dtype", "to_storage"]

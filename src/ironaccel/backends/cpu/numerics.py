@@ -254,7 +254,7 @@ def ulp(values: np.ndarray, dtype: DType) -> np.ndarray:
     x = np.abs(np.asarray(values, dtype=np.float64))
     x = np.where(np.isfinite(x), x, fmt.max_finite)
     _, exponent = np.frexp(x)
-    binade = np.maximum(exponent - 1, fmt.min_exponent)
+    binade = np.where(x == 0, fmt.min_exponent, np.maximum(exponent - 1, fmt.min_exponent))
     return np.ldexp(1.0, binade - fmt.mantissa_bits)
 
 
