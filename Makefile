@@ -32,7 +32,7 @@ $(TOSA_VENV)/.installed:
 tosa-tools: $(TOSA_VENV)/.installed
 
 lint: venv
-	$(VENV)/bin/ruff check src tests scripts benchmarks examples
+	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks)
 
 test: system-deps venv tosa-tools lint
 	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow"
@@ -50,3 +50,10 @@ clean:
 .PHONY: fuzz-tosa
 fuzz-tosa: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -m slow tests/test_tosa_fuzz.py
+
+# make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
+.PHONY: models
+models:
+	$(PYTHON) -m venv .venv-export
+	.venv-export/bin/python -m pip install -q torch==2.13.0 executorch==1.5.1 tosa-tools==2026.8.0
+	.venv-export/bin/python examples/export_models.py src/ironaccel/models

@@ -20,7 +20,6 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from tosa_fixtures import cts_dir, cts_tests, require_tosa_tools
 
 from ironaccel.backends.cpu import numerics
 from ironaccel.backends.cpu.kernel import kernel_for
@@ -33,6 +32,7 @@ from ironaccel.tosa.attributes import (
     NanPropagationMode,
 )
 from ironaccel.tosa.codec import read
+from tosa_fixtures import cts_dir, cts_tests, require_tosa_tools
 
 
 # -- a fake KernelContext -----------------------------------------------------------------------------
@@ -444,7 +444,9 @@ def _tight(ours: np.ndarray, ref: np.ndarray, precise: np.ndarray, dtype: DType,
             bad = np.flatnonzero(np.abs(ours.astype(np.int64).ravel() - approx) > limit)
         else:
             bad = np.flatnonzero(ours.ravel() != ref.ravel())
-        return f"{bad.size} differ, first at {bad[0]}: {ours.ravel()[bad[0]]} vs {ref.ravel()[bad[0]]}" if bad.size else ""
+        return (
+            f"{bad.size} differ, first at {bad[0]}: {ours.ravel()[bad[0]]} vs {ref.ravel()[bad[0]]}" if bad.size else ""
+        )
     got = ours.astype(np.float64).ravel()
     if mode == "EXACT":
         expected = (ref.view(dtype.numpy) if ref.dtype.kind == "V" else ref).astype(np.float64).ravel()
@@ -480,7 +482,8 @@ def check_cts(tests: Sequence[Path]) -> list[CtsOutcome]:
             program = read((test / desc["tosa_file"]).read_bytes())
             block = program.main
             inputs = [
-                load_input(test / f, block.tensor(n).dtype) for n, f in zip(desc["ifm_name"], desc["ifm_file"], strict=True)
+                load_input(test / f, block.tensor(n).dtype)
+                for n, f in zip(desc["ifm_name"], desc["ifm_file"], strict=True)
             ]
             ordered = [inputs[desc["ifm_name"].index(n)] for n in block.inputs]
             out = root / str(index)
@@ -501,16 +504,58 @@ def check_cts(tests: Sequence[Path]) -> list[CtsOutcome]:
         for entry in json.loads((root / "res.json").read_text()):
             out, ours, dtypes, desc = ours_by_test[entry["test"]]
             if entry["error"] or entry.get("status") != "TOSA_VALID":
-                outcomes.append(CtsOutcome(Path(entry["test"]), False, False, entry["error"] or entry.get("status", "")))
+                outcomes.append(
+                    CtsOutcome(Path(entry["test"]), False, False, entry["error"] or entry.get("status", ""))
+                )
                 continue
             details = []
             for i, (value, dtype) in enumerate(zip(ours, dtypes, strict=True)):
                 name = desc["ofm_name"][i]
                 mode = desc["meta"]["compliance"]["tensors"][name]["mode"]
-                why = _tight(np.asarray(value), np.load(out / f"ref-{i}.npy"), np.load(out / f"precise-{i}.npy"), dtype, mode)
+                why = _tight(
+                    np.asarray(value), np.load(out / f"ref-{i}.npy"), np.load(out / f"precise-{i}.npy"), dtype, mode
+                )
                 if why:
                     details.append(f"{name} ({mode}): {why}")
             compliant = all(entry["verdicts"])
             notes = details if compliant else ["verifier: NOT COMPLIANT", *details]
             outcomes.append(CtsOutcome(Path(entry["test"]), compliant, not details, "; ".join(notes)))
     return outcomes
+
+
+ALL_OPS = (
+    *("abs", "add", "arithmetic_right_shift", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cast"),
+    *("ceil", "clamp", "clz", "cos", "equal", "erf", "exp", "floor", "greater", "greater_equal", "intdiv", "log"),
+    *("logical_and", "logical_left_shift", "logical_not", "logical_or", "logical_right_shift", "logical_xor"),
+    *("maximum", "minimum", "mul", "negate", "pow", "reciprocal", "rescale", "rsqrt", "select", "sigmoid", "sin"),
+    *("sub", "table", "tanh"),
+)
+INT_EXTS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround")
+FP_EXTS = ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2")
+DEFAULT_SETS = [
+    ("tosa-pro-int", ("arithmetic_right_shift", "negate", "table"), ("tosa-ext-int16",)),
+    ("tosa-pro-fp", ("maximum", "sigmoid", "sin"), ("tosa-ext-bf16",)),
+]
+FULL_SETS = [("tosa-pro-int", ALL_OPS, INT_EXTS), ("tosa-pro-fp", ALL_OPS, FP_EXTS)]
+CONVERSIONS = {"cast", "rescale"}  # checked by test_cpu_conversion_ops
+
+
+def _report(outcomes: Sequence[CtsOutcome]) -> str:
+    bad = [o for o in outcomes if not (o.compliant and o.tight)]
+    return f"{len(bad)} of {len(outcomes)} failed:\n" + "\n".join(f"{o.test.name}: {o.detail}" for o in bad[:20])
+
+
+@pytest.mark.tosa_tools
+@pytest.mark.parametrize(("profile", "operators", "extensions"), DEFAULT_SETS, ids=["int", "fp"])
+def test_cts_sample(profile, operators, extensions):
+    outcomes = check_cts(cts_tests(cts_dir(profile, operators, extensions)))
+    assert outcomes and all(o.compliant and o.tight for o in outcomes), _report(outcomes)
+
+
+@pytest.mark.slow
+@pytest.mark.tosa_tools
+@pytest.mark.parametrize(("profile", "operators", "extensions"), FULL_SETS, ids=["int", "fp"])
+def test_cts_full(profile, operators, extensions):
+    tests = [t for t in cts_tests(cts_dir(profile, operators, extensions)) if t.parent.name not in CONVERSIONS]
+    outcomes = check_cts(tests)
+    assert outcomes and all(o.compliant and o.tight for o in outcomes), _report(outcomes)

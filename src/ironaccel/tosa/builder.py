@@ -77,7 +77,6 @@ _DEFAULTS: dict[Op, dict[str, Any]] = {
     Op.MAX_POOL2D: {"stride": (1, 1), "pad": (0, 0, 0, 0)},
     Op.RESCALE: {"rounding_mode": "single_round", "scale32": True},
 }
-_ACC_PREFERENCE = (DType.FP32, DType.INT32, DType.INT48, DType.FP16)
 _FROM_NUMPY = {
     np.dtype(np.bool_): DType.BOOL,
     np.dtype(np.int8): DType.INT8,
