@@ -105,6 +105,15 @@ def test_apply_scale_vectorised_per_channel_and_edges():
     assert numerics.apply_scale_32(np.array([1]), 1 << 30, 32).tolist() == [0]
 
 
+@given(st.lists(st.integers(1, 2**31 - 1), min_size=1, max_size=30))
+def test_reciprocal_scale_matches_the_pseudocode(values):
+    multiplier, shift = numerics.reciprocal_scale(np.array(values))
+    for v, m, s in zip(values, multiplier.tolist(), shift.tolist(), strict=True):
+        k = (v - 1).bit_length()  # 32 - count_leading_zeros(v - 1)
+        assert (m, s) == ((((1 << 30) + 1) << k) // v, 30 + k)
+        assert 1 << 30 <= m < 1 << 31
+
+
 @given(st.integers(-(2**62), 2**62), st.integers(0, 63))
 @settings(max_examples=300, deadline=None)
 def test_rounding_shift_right(value, shift):

@@ -36,6 +36,7 @@ class EventCore:
         self.deadline = deadline  # time.monotonic() value, or None for no timeout
         self.started = False  # set by the backend when execution begins (cancel loses after that)
         self._on_terminal: list[Callable[[], None]] = []
+        self._claimed = False  # a transition out of PENDING has begun
 
     @property
     def state(self) -> EventState:
@@ -48,21 +49,25 @@ class EventCore:
     def on_terminal(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the event is terminal (at once if it already is)."""
         with self._cond:
-            if not self._state.terminal:
+            if not self._state.terminal and not self._claimed:
                 self._on_terminal.append(fn)
                 return
         fn()
 
-    def _finish(self, state: EventState, error: IronAccelError | None = None) -> bool:
+    def _finish(self, state: EventState, error: IronAccelError | None = None, unstarted: bool = False) -> bool:
+        # Two phases: claim the transition, run the terminal callbacks (which release what the event
+        # pinned), and only then publish the state, so a waiter that wakes finds everything released.
         with self._cond:
-            if self._state.terminal:
+            if self._state.terminal or self._claimed or (unstarted and self.started):
                 return False
-            self._state = state
-            self._error = error
+            self._claimed = True
             callbacks, self._on_terminal = self._on_terminal, []
-            self._cond.notify_all()
         for fn in callbacks:
             fn()
+        with self._cond:
+            self._state = state
+            self._error = error
+            self._cond.notify_all()
         return True
 
     def complete(self) -> bool:
@@ -73,15 +78,12 @@ class EventCore:
 
     def cancel(self) -> bool:
         """Cancel if execution has not started; True when this call won."""
-        with self._cond:
-            if self._state.terminal or self.started:
-                return False
-        return self._finish(EventState.CANCELLED)
+        return self._finish(EventState.CANCELLED, unstarted=True)
 
     def try_start(self) -> bool:
         """Mark execution begun; False when the event is already terminal (cancelled) or past its deadline."""
         with self._cond:
-            if self._state.terminal:
+            if self._state.terminal or self._claimed:
                 return False
             if self.deadline is not None and time.monotonic() > self.deadline:
                 expired = True

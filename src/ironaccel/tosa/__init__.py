@@ -32,6 +32,27 @@ __all__ = [
     "attribute_class",
     "storage_bytes",
 ]
+from .analysis import Analysis, Interval, MemoryPlan, analyze, plan_memory
+from .builder import ProgramBuilder, Value
+from .capability import (
+    Admission,
+    CapabilityDescriptor,
+    Constraint,
+    OperatorSupport,
+    Signature,
+    admit,
+    descriptor_for_all_of_tosa_1_0,
+)
 from .codec import DEFAULT_LIMITS, Limits, load, read, save, write
 
 __all__ += ["DEFAULT_LIMITS", "Limits", "load", "read", "save", "write"]
+__all__ += ["Analysis", "Interval", "MemoryPlan", "ProgramBuilder", "Value", "analyze", "plan_memory"]
+__all__ += [
+    "Admission",
+    "CapabilityDescriptor",
+    "Constraint",
+    "OperatorSupport",
+    "Signature",
+    "admit",
+    "descriptor_for_all_of_tosa_1_0",
+]

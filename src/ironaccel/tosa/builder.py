@@ -11,27 +11,32 @@ Everything operator-specific comes from the specification tables (:mod:`ironacce
 tensors and in which order, the type-support table gives the output element type (and the type of a
 Python number or list passed where a tensor is expected: zero points, MUL's shift, PAD's pad_const),
 and the validator's :func:`~ironaccel.tosa.validate.infer` gives output shapes. Typed wrappers for the
-operators real models use live in :mod:`.builder_ops`; the rest are generated from the tables.
+operators real models use live in :mod:`.builder_ops` (the rest are generated from the tables), type
+and attribute resolution in :mod:`.builder_types`, COND_IF / WHILE_LOOP and variables in
+:mod:`.builder_graphs`. An operator that fails leaves the builder as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import InvalidArgument
-from .attributes import Attribute, CondIfAttribute, WhileLoopAttribute
+from .attributes import Attribute
+from .builder_graphs import GraphMethods
 from .builder_ops import OperatorMethods
+from .builder_types import ATTRIBUTE_DEFAULTS, dtype_of, element_dtype, parse_dtype, resolve, slots, to_storage
 from .dtypes import DType
 from .errors import ValidationError
 from .ir import Block, Operator, Program, Region, Tensor, Version
 from .operators import Op
 from .ops.rule import LEVEL_NONE, TensorType
-from .spec import ELEMENT_TYPES, Argument, OperatorSpec
+from .spec import OperatorSpec
 from .spec import operator as spec_of
+from .target import Target
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,7 +60,6 @@ class Value:
 # What may stand where a tensor is expected: a Value, or data that becomes a constant.
 Operand = Value | np.ndarray | int | float | bool | Sequence[Any]
 Shape = Sequence[int]
-Graph = Callable[..., "Value | Sequence[Value]"]
 
 # Operators with their own builder method, because they are not "operands in, tensors out".
 _OWN_METHOD = {
@@ -67,62 +71,20 @@ _OWN_METHOD = {
     Op.VARIABLE_READ: "variable_read",
     Op.VARIABLE_WRITE: "variable_write",
 }
-# Attribute values the records default to that are not legal values; the builder's choices instead.
-_DEFAULTS: dict[Op, dict[str, Any]] = {
-    Op.CONV2D: {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1)},
-    Op.DEPTHWISE_CONV2D: {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1)},
-    Op.CONV3D: {"pad": (0,) * 6, "stride": (1, 1, 1), "dilation": (1, 1, 1)},
-    Op.TRANSPOSE_CONV2D: {"out_pad": (0, 0, 0, 0), "stride": (1, 1)},
-    Op.AVG_POOL2D: {"stride": (1, 1), "pad": (0, 0, 0, 0)},
-    Op.MAX_POOL2D: {"stride": (1, 1), "pad": (0, 0, 0, 0)},
-    Op.RESCALE: {"rounding_mode": "single_round", "scale32": True},
-}
-_FROM_NUMPY = {
-    np.dtype(np.bool_): DType.BOOL,
-    np.dtype(np.int8): DType.INT8,
-    np.dtype(np.int16): DType.INT16,
-    np.dtype(np.int32): DType.INT32,
-    np.dtype(np.int64): DType.INT32,  # Python ints: checked to fit
-    np.dtype(np.float16): DType.FP16,
-    np.dtype(np.float32): DType.FP32,
-    np.dtype(np.float64): DType.FP32,  # Python floats
-    DType.BF16.numpy: DType.BF16,
-    DType.FP8E4M3.numpy: DType.FP8E4M3,
-    DType.FP8E5M2.numpy: DType.FP8E5M2,
-}
-_INT_RANGE = {DType.INT4: (-8, 7), DType.INT48: (-(2**47), 2**47 - 1)}
 
 
-def dtype_of(values: np.ndarray) -> DType:
-    """The TOSA type numpy data stands for (float64 -> fp32 and int64 -> int32, as Python numbers)."""
-    try:
-        return _FROM_NUMPY[values.dtype]
-    except KeyError:
-        raise InvalidArgument(f"no TOSA type for numpy {values.dtype}; pass dtype=") from None
-
-
-def to_storage(values: Any, dtype: DType) -> np.ndarray:
-    """``values`` in the storage type of ``dtype``; integers must be integral and in range."""
-    arr = np.asarray(values)
-    if dtype.is_integer or dtype is DType.SHAPE:
-        if arr.dtype.kind not in "biu" and not np.all(np.isfinite(arr) & (np.mod(arr, 1) == 0)):
-            raise InvalidArgument(f"{dtype} values must be integers, got {arr.ravel()[:4].tolist()}...")
-        lo, hi = _INT_RANGE.get(dtype) or (np.iinfo(dtype.numpy).min, np.iinfo(dtype.numpy).max)
-        if arr.size and (arr.min() < lo or arr.max() > hi):
-            raise InvalidArgument(f"{dtype} values must lie in [{lo}, {hi}], got [{arr.min()}, {arr.max()}]")
-    return arr.astype(dtype.numpy)
-
-
-class ProgramBuilder(OperatorMethods):
+class ProgramBuilder(GraphMethods, OperatorMethods):
     """Builds one graph (block); nested builders build COND_IF / WHILE_LOOP graphs and share the
     names of the root, so every tensor and block name is unique in the program."""
 
-    def __init__(self, name: str = "main", *, target: Any = None, _parent: ProgramBuilder | None = None) -> None:
+    def __init__(
+        self, name: str = "main", *, target: Target | None = None, _parent: ProgramBuilder | None = None
+    ) -> None:
         self.name = name
         self.parent = _parent
         self.root: ProgramBuilder = _parent.root if _parent else self
         self.target = target if _parent is None else _parent.target
-        self.level = getattr(self.target, "level", LEVEL_NONE)
+        self.level = self.target.level if self.target is not None else LEVEL_NONE
         self._tensors: dict[str, Tensor] = {}
         self._operators: list[Operator] = []
         self._inputs: list[str] = []
@@ -130,8 +92,12 @@ class ProgramBuilder(OperatorMethods):
         self._consts: dict[str, np.ndarray] = {}
         self._const_cache: dict[tuple, Value] = {}
         self._closed = False
+        self._args = 0  # graph inputs that are callback arguments; captures follow them
+        self._captured: dict[str, Value] = {}  # enclosing graph's tensor -> this graph's input for it
+        self._captures: list[Value] = []
         if _parent is None:
             self._names: set[str] = set()
+            self._counters: dict[str, int] = {}
             self._blocks: set[str] = {name}
             self._graphs: list[ProgramBuilder] = []
 
@@ -143,9 +109,10 @@ class ProgramBuilder(OperatorMethods):
                 raise InvalidArgument(f"tensor name {name!r} is {'empty' if not name else 'already used'}")
             taken.add(name)
             return name
-        n = 0
+        n = self.root._counters.get(prefix, 0)
         while f"{prefix}_{n}" in taken:
             n += 1
+        self.root._counters[prefix] = n + 1
         taken.add(f"{prefix}_{n}")
         return f"{prefix}_{n}"
 
@@ -154,15 +121,30 @@ class ProgramBuilder(OperatorMethods):
             raise InvalidArgument(f"graph {self.name!r} is finished; build in the builder its callback got")
 
     def _own(self, value: Value, what: str) -> Value:
-        """``value`` if this graph may read it (its own, or an enclosing graph's)."""
-        scope: ProgramBuilder | None = self
+        """``value`` as this graph can read it. A tensor of an enclosing graph is not read across the
+        block boundary (the CPU backend and tosa-tools look names up in the block): a constant is
+        copied into this graph, anything else becomes an extra graph input (see :meth:`cond_if`)."""
+        if not isinstance(value, Value):
+            raise InvalidArgument(f"{what}: expected a Value, got {type(value).__name__}")
+        if value.variable:
+            raise InvalidArgument(f"{what}: {value.name!r} is a variable; read it with variable_read()")
+        if value.owner is self:
+            return value
+        scope = self.parent
         while scope is not None and scope is not value.owner:
             scope = scope.parent
         if scope is None:
             raise InvalidArgument(f"{what}: {value!r} belongs to graph {value.owner.name!r}, not to {self.name!r}")
-        if value.variable:
-            raise InvalidArgument(f"{what}: {value.name!r} is a variable; read it with variable_read()")
-        return value
+        data = self._const_value(value)
+        if data is not None:
+            return self.const_shape(data) if value.dtype is DType.SHAPE else self.const(data, value.dtype)
+        return self._capture(value)
+
+    def _capture(self, value: Value) -> Value:
+        if value.name not in self._captured:
+            self._captured[value.name] = self._add(self._fresh(f"{self.name}_capture"), value.shape, value.dtype)
+            self._captures.append(value)
+        return self._captured[value.name]
 
     @staticmethod
     def _const_value(value: Value) -> np.ndarray | None:
@@ -176,7 +158,9 @@ class ProgramBuilder(OperatorMethods):
     def input(self, name: str, shape: Shape, dtype: str | DType) -> Value:
         """Declare a graph input (inputs are bound in declaration order)."""
         self._check_open()
-        value = self._add(self._fresh("input", name), shape, DType.parse(dtype))
+        if self.parent is not None:
+            raise InvalidArgument(f"graph {self.name!r} gets its inputs as callback arguments")
+        value = self._add(self._fresh("input", name), shape, parse_dtype(dtype))
         self._inputs.append(value.name)
         return value
 
@@ -192,7 +176,7 @@ class ProgramBuilder(OperatorMethods):
         Small constants (zero points, shifts) are shared within a graph."""
         self._check_open()
         arr = np.asarray(values)
-        dt = DType.parse(dtype) if dtype is not None else dtype_of(arr)
+        dt = parse_dtype(dtype) if dtype is not None else dtype_of(arr)
         data = to_storage(arr, dt)
         key = (dt, data.shape, data.tobytes()) if name is None and data.size <= 64 else None
         if key in self._const_cache:
@@ -238,8 +222,6 @@ class ProgramBuilder(OperatorMethods):
         ``out_dtype`` picks among several legal output types (CAST, RESCALE) and ``out_shape`` declares
         what cannot be inferred (CUSTOM). Returns one Value, or a tuple for several outputs.
         """
-        from .builder_types import resolve
-
         self._check_open()
         op = Op.parse(op)
         if op in _OWN_METHOD:
@@ -247,10 +229,27 @@ class ProgramBuilder(OperatorMethods):
         spec = spec_of(op)
         if spec is None:
             raise InvalidArgument(f"{op.name} is not a TOSA 1.0 operator")
-        slots = _slots(spec, inputs)
-        record = attribute if attribute is not None else None
-        values, record, out_dtypes = resolve(self, spec, slots, record, attrs, _DEFAULTS.get(op, {}), out_dtype)
-        shapes = self._shapes(op, record, values, out_shape, len(out_dtypes))
+        mark = (len(self._operators), len(self._tensors), len(self._captures))
+        try:
+            return self._emit(op, spec, inputs, attribute, attrs, name, out_shape, out_dtype)
+        except Exception:
+            self._rollback(*mark)  # constants made for a failed operator would be dead code
+            raise
+
+    def _emit(
+        self,
+        op: Op,
+        spec: OperatorSpec,
+        inputs: Sequence[Operand],
+        attribute: Attribute | None,
+        attrs: dict[str, Any],
+        name: str | None,
+        out_shape: Any,
+        out_dtype: Any,
+    ) -> Any:
+        defaults = ATTRIBUTE_DEFAULTS.get(op, {})
+        values, record, out_dtypes = resolve(self, spec, slots(spec, inputs), attribute, attrs, defaults, out_dtype)
+        shapes = self._shapes(op, record, values, out_shape)
         if len(shapes) != len(out_dtypes):
             raise InvalidArgument(f"{op.name}: {len(shapes)} output shapes for {len(out_dtypes)} output types")
         prefix = op.name.lower()
@@ -261,7 +260,19 @@ class ProgramBuilder(OperatorMethods):
         self._operators.append(Operator(op, tuple(v.name for v in values), tuple(v.name for v in outs), record))
         return outs[0] if len(outs) == 1 and not spec.outputs[0].is_list else tuple(outs)
 
-    def _shapes(self, op: Op, record: Attribute, values: list[Value], declared: Any, count: int) -> list[tuple]:
+    def _rollback(self, operators: int, tensors: int, captures: int) -> None:
+        """Forget what a failed operator added (its constants, captured inputs, reserved names)."""
+        del self._operators[operators:]
+        for name in list(self._tensors)[tensors:]:
+            del self._tensors[name]
+            self._consts.pop(name, None)
+            self.root._names.discard(name)
+        self._const_cache = {k: v for k, v in self._const_cache.items() if v.name in self._tensors}
+        for value in self._captures[captures:]:
+            del self._captured[value.name]
+        del self._captures[captures:]
+
+    def _shapes(self, op: Op, record: Attribute, values: list[Value], declared: Any) -> list[tuple]:
         """Inferred output shapes, checked against ``declared`` when both exist."""
         if declared is not None and (len(declared) == 0 or not isinstance(declared[0], Sequence)):
             declared = [declared]
@@ -278,6 +289,8 @@ class ProgramBuilder(OperatorMethods):
                 inferred = infer(op, record, types, consts, self.level)
             except ValidationError as error:
                 why = error
+            except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+                why = ValidationError(f"malformed operator ({type(exc).__name__}: {exc})", op=op.name)
         if inferred is not None and declared is not None and [tuple(s) for s in inferred] != declared:
             raise ValidationError(f"out_shape {declared} but the operator computes {inferred}", op=op.name)
         if inferred is not None:
@@ -288,108 +301,21 @@ class ProgramBuilder(OperatorMethods):
             raise InvalidArgument(f"{op.name}: output shape unknown (no validator); pass out_shape=")
         return declared
 
-    # -- control flow and variables -----------------------------------------------------------------
-    def _graph(self, label: str, types: Sequence[Value], body: Graph) -> ProgramBuilder:
-        """Run ``body(graph, *inputs)`` in a new nested graph; what it returns becomes the outputs."""
-        blocks, n = self.root._blocks, 0
-        while f"{label}_{n}" in blocks:
-            n += 1
-        blocks.add(f"{label}_{n}")
-        graph = ProgramBuilder(f"{label}_{n}", _parent=self)
-        args = [graph.input(graph._fresh(f"{label}_{n}_in"), v.shape, v.dtype) for v in types]
-        result = body(graph, *args)
-        results = [result] if isinstance(result, Value) else list(result or ())
-        if not results or not all(isinstance(r, Value) for r in results):
-            raise InvalidArgument(f"graph {graph.name!r} must return a Value or a sequence of Values")
-        graph.output(*[r if r.owner is graph else graph.identity(graph._own(r, "output")) for r in results])
-        graph._closed = True
-        self.root._graphs.append(graph)
-        return graph
-
-    def _operands(self, values: Sequence[Operand], what: str) -> list[Value]:
-        return [self._own(v, what) if isinstance(v, Value) else self.const(v) for v in values]
-
-    def cond_if(
-        self, condition: Operand, inputs: Sequence[Operand], then_branch: Graph, else_branch: Graph, *, name: str = ""
-    ) -> tuple[Value, ...]:
-        """COND_IF: ``then_branch(g, *inputs)`` or ``else_branch(g, *inputs)``, each given a nested
-        builder ``g`` and graph inputs shaped like ``inputs``, returns the outputs (same types both)."""
-        self._check_open()
-        cond = self._own(condition, "condition") if isinstance(condition, Value) else self.const([condition], "bool")
-        args = self._operands(inputs, "COND_IF input")
-        then, other = self._graph("then", args, then_branch), self._graph("else", args, else_branch)
-        outs = _graph_types(then)
-        if outs != _graph_types(other):
-            raise InvalidArgument(f"COND_IF: then graph returns {outs} but else graph returns {_graph_types(other)}")
-        record = CondIfAttribute(then_graph=then.name, else_graph=other.name)
-        return self._control(Op.COND_IF, [cond, *args], outs, record, name)
-
-    def while_loop(self, inputs: Sequence[Operand], cond: Graph, body: Graph, *, name: str = "") -> tuple[Value, ...]:
-        """WHILE_LOOP: ``body(g, *state)`` returns the next state (same types) while
-        ``cond(g, *state)`` returns a one-element bool Value that is true."""
-        self._check_open()
-        args = self._operands(inputs, "WHILE_LOOP input")
-        cond_graph, body_graph = self._graph("cond", args, cond), self._graph("body", args, body)
-        state = [(v.shape, v.dtype) for v in args]
-        if _graph_types(body_graph) != state:
-            raise InvalidArgument(f"WHILE_LOOP: body returns {_graph_types(body_graph)}, the state is {state}")
-        test = _graph_types(cond_graph)
-        if len(test) != 1 or test[0][1] is not DType.BOOL or int(np.prod(test[0][0])) != 1:
-            raise InvalidArgument(f"WHILE_LOOP: cond must return one bool element, returns {test}")
-        record = WhileLoopAttribute(cond_graph=cond_graph.name, body_graph=body_graph.name)
-        return self._control(Op.WHILE_LOOP, args, state, record, name)
-
-    def _control(self, op: Op, args: list[Value], outs: list, record: Attribute, name: str) -> tuple[Value, ...]:
-        prefix = name or op.name.lower()
-        results = [self._add(self._fresh(prefix), shape, dt) for shape, dt in outs]
-        self._operators.append(Operator(op, tuple(a.name for a in args), tuple(r.name for r in results), record))
-        return tuple(results)
-
-    def variable(self, name: str, shape: Shape, dtype: str | DType, initial_value: Any = None) -> Value:
-        """Declare a variable (EXT-VARIABLE): persistent state, read and written by the operators
-        below. It is a block tensor flagged ``variable`` carrying its initial value (zeros by default),
-        which is how .tosa files carry VARIABLE declarations."""
-        self._check_open()
-        dt = DType.parse(dtype)
-        data = to_storage(np.zeros(tuple(shape)) if initial_value is None else initial_value, dt)
-        if data.shape != tuple(shape):
-            raise InvalidArgument(f"variable {name!r}: initial value has shape {data.shape}, declared {tuple(shape)}")
-        return self._add(self._fresh("variable", name), shape, dt, data=data, variable=True, variable_name=name)
-
-    def variable_read(self, var: Value, *, name: str | None = None) -> Value:
-        """VARIABLE_READ: the variable's current value. Emitted as IDENTITY on the variable tensor
-        (tosa-opt's form, which the validator and the CPU backend accept)."""
-        self._check_variable(var)
-        value = self._add(self._fresh("read", name), var.shape, var.dtype)
-        self._operators.append(Operator(Op.IDENTITY, (var.name,), (value.name,)))
-        return value
-
-    def variable_write(self, var: Value, value: Operand) -> None:
-        """VARIABLE_WRITE: store ``value`` (same shape and type) into the variable; emitted as IDENTITY
-        whose output is the variable tensor."""
-        self._check_variable(var)
-        src = self._own(value, "variable_write") if isinstance(value, Value) else self.const(value, var.dtype)
-        if (src.shape, src.dtype) != (var.shape, var.dtype):
-            raise InvalidArgument(f"variable_write: {src!r} does not match variable {var.name!r} {list(var.shape)}")
-        self._operators.append(Operator(Op.IDENTITY, (src.name,), (var.name,)))
-
-    def _check_variable(self, var: Value) -> None:
-        self._check_open()
-        if not isinstance(var, Value) or not var.variable:
-            raise InvalidArgument(f"{var!r} is not a variable (declare one with variable())")
-
     # -- result -------------------------------------------------------------------------------------
     def block(self) -> Block:
-        """This graph as an immutable Block."""
-        return Block(self.name, self._operators, self._tensors.values(), self._inputs, self._outputs)
+        """This graph as an immutable Block (SHAPE values last, as the codec stores them, so that a
+        built program survives a write / read round trip unchanged)."""
+        tensors = sorted(self._tensors.values(), key=lambda t: t.dtype is DType.SHAPE)
+        return Block(self.name, self._operators, tensors, self._inputs, self._outputs)
 
     def build(self, *, validate: bool = True) -> Program:
-        """The program (TOSA 1.0.0, region "main": the main block, then the nested graphs), checked by
+        """The program (TOSA 1.0.0: region "main" with block "main", then one region per nested graph,
+        named like its block, as tosa-tools lays them out), checked by
         :func:`ironaccel.tosa.validate.validate` against the builder's target unless ``validate=False``."""
         if self.parent is not None:
             raise InvalidArgument("build() the root builder; nested graphs are part of its program")
-        blocks = [self.block(), *(g.block() for g in self._graphs)]
-        program = Program((Region("main", blocks),), Version(1, 0, 0))
+        graphs = [Region(g.name, (g.block(),)) for g in self._graphs]
+        program = Program((Region("main", (self.block(),)), *graphs), Version(1, 0, 0))
         if validate:
             try:
                 from .validate import validate as check
@@ -397,32 +323,6 @@ class ProgramBuilder(OperatorMethods):
                 return program
             check(program, self.target)
         return program
-
-
-def _graph_types(graph: ProgramBuilder) -> list[tuple[tuple[int, ...], DType]]:
-    return [(graph._tensors[n].shape, graph._tensors[n].dtype) for n in graph._outputs]
-
-
-def _slots(spec: OperatorSpec, inputs: Sequence[Operand]) -> list[tuple[Argument, Operand]]:
-    """Pair each operand with its specification argument (a tensor-list argument takes the rest)."""
-    items = list(inputs)
-    fixed = [a for a in spec.inputs if not a.is_list]
-    extra = len(items) - len(fixed)
-    has_list = len(fixed) != len(spec.inputs)
-    if extra < 0 or (extra and not has_list) or (has_list and extra < 1 and spec.op is not Op.CUSTOM):
-        names = ", ".join(a.name + ("..." if a.is_list else "") for a in spec.inputs) or "none"
-        raise InvalidArgument(f"{spec.op.name} takes inputs ({names}), got {len(items)}")
-    slots, pos = [], 0
-    for arg in spec.inputs:
-        n = extra if arg.is_list else 1
-        slots += [(arg, item) for item in items[pos : pos + n]]
-        pos += n
-    return slots
-
-
-def element_dtype(arg: Argument) -> DType | None:
-    """The fixed element type of an argument (``i8_t``, ``bool_t``...), None for a type variable."""
-    return ELEMENT_TYPES.get(arg.element or "")
 
 
 __all__ = ["Operand", "ProgramBuilder", "Value", "dtype_of", "element_dtype", "to_storage"]

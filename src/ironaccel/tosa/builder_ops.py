@@ -9,14 +9,12 @@ real signature and a docstring for ``help()``). All of them go through ``Program
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .attributes import ATTRIBUTE_OF
+from .builder_types import generated_method, is_value
 from .operators import TOSA_1_0_OPS, Op
 
 if TYPE_CHECKING:
@@ -277,13 +275,13 @@ class OperatorMethods:
 
     def pad(self, input: Operand, padding: Any, pad_const: Operand = 0, *, name: str | None = None) -> Value:
         """PAD; ``padding`` is [before0, after0, before1, after1, ...] or a list of (before, after)."""
-        if not isinstance(padding, Value):
+        if not is_value(padding):
             padding = np.asarray(padding).reshape(-1).tolist()
         return self.op(Op.PAD, [input, padding, pad_const], name=name)
 
     def reshape(self, input: Operand, shape: Any, *, name: str | None = None) -> Value:
         """RESHAPE to ``shape`` (a list, where one -1 is worked out here, or a const_shape Value)."""
-        if not isinstance(shape, Value):
+        if not is_value(shape):
             shape = [int(d) for d in shape]
             if shape.count(-1) == 1 and hasattr(input, "shape"):
                 known = int(np.prod([d for d in shape if d != -1]))
@@ -392,35 +390,7 @@ def _signed(zero_point: Any, unsigned: bool, dtype: Any) -> Any:
     return int(zero_point) - 2 * half if half <= zero_point < 2 * half else int(zero_point)
 
 
-def _generate(op: Op) -> Any:
-    """A method for ``op`` from its argument list: inputs positional, attribute fields keyword-only."""
-    from .spec import operator as spec_of
-
-    spec = spec_of(op)
-    assert spec is not None
-    inputs = [a.name.lower() for a in spec.inputs]
-    fields = dataclasses.fields(ATTRIBUTE_OF[op])
-    P = inspect.Parameter
-    params = [P("self", P.POSITIONAL_OR_KEYWORD)] + [P(n, P.POSITIONAL_OR_KEYWORD) for n in inputs]
-    params += [P(f.name, P.KEYWORD_ONLY, default=f.default) for f in fields]
-    params += [P(k, P.KEYWORD_ONLY, default=None) for k in ("name", "out_shape", "out_dtype")]
-    signature = inspect.Signature(params)
-
-    def method(self: OperatorMethods, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, *args, **kwargs)
-        given = {k: v for k, v in bound.arguments.items() if k != "self"}
-        operands = [given.pop(n) for n in inputs]
-        return self.op(op, operands, **given)
-
-    method.__name__ = method.__qualname__ = op.name.lower()
-    method.__signature__ = signature  # type: ignore[attr-defined]
-    arguments = ", ".join(f"{a.name} ({a.category})" for a in spec.arguments)
-    modes = "; ".join(r.mode for r in spec.typesupport)
-    method.__doc__ = f"{op.name} ({spec.group}), generated from the specification: {arguments}. Types: {modes}."
-    return method
-
-
 OWN_METHODS = ("const", "const_shape", "cond_if", "while_loop", "variable", "variable_read", "variable_write")
 for _op in TOSA_1_0_OPS:
     if _op.name.lower() not in OWN_METHODS and not hasattr(OperatorMethods, _op.name.lower()):
-        setattr(OperatorMethods, _op.name.lower(), _generate(_op))
+        setattr(OperatorMethods, _op.name.lower(), generated_method(_op))

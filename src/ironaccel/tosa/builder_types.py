@@ -4,7 +4,7 @@ An operator's element-type variables (``in_t``, ``weight_t``, ``out_t``, ``acc_t
 the tensors given; the rows of the type-support table that agree with those bindings then decide
 what is still open: the output type, the type of a Python number given for a zero point or a bias,
 a convolution's accumulator. When exactly one value is left it is used, so ``b.conv2d(x8, w8)`` gets
-an int32 output and int32 zero points without being told; when several are left (CAST's output, the
+an int32 output, an int32 zero bias and int8 zero points without being told; when several are left (CAST's output, the
 accumulator of an fp16 convolution) the caller says which, or a documented preference applies.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +22,96 @@ from ..core.errors import InvalidArgument
 from .attributes import ATTRIBUTE_OF, Attribute
 from .dtypes import DType
 from .errors import ValidationError
-from .spec import Argument, OperatorSpec, TypeSupport
+from .operators import Op
+from .spec import ELEMENT_TYPES, Argument, OperatorSpec, TypeSupport
+from .spec import operator as spec_of
 
 if TYPE_CHECKING:
     from .builder import Operand, ProgramBuilder, Value
+
+_FROM_NUMPY = {
+    np.dtype(np.bool_): DType.BOOL,
+    np.dtype(np.int8): DType.INT8,
+    np.dtype(np.int16): DType.INT16,
+    np.dtype(np.int32): DType.INT32,
+    np.dtype(np.int64): DType.INT32,  # Python ints: checked to fit
+    np.dtype(np.float16): DType.FP16,
+    np.dtype(np.float32): DType.FP32,
+    np.dtype(np.float64): DType.FP32,  # Python floats
+    DType.BF16.numpy: DType.BF16,
+    DType.FP8E4M3.numpy: DType.FP8E4M3,
+    DType.FP8E5M2.numpy: DType.FP8E5M2,
+}
+_INT_RANGE = {DType.INT4: (-8, 7), DType.INT48: (-(2**47), 2**47 - 1)}
+
+
+def parse_dtype(name: str | DType) -> DType:
+    """``"fp32"``, ``"int8"``... as a DType; an unknown name is an InvalidArgument."""
+    try:
+        return DType.parse(name)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def dtype_of(values: np.ndarray) -> DType:
+    """The TOSA type numpy data stands for (float64 -> fp32 and int64 -> int32, as Python numbers)."""
+    try:
+        return _FROM_NUMPY[values.dtype]
+    except KeyError:
+        raise InvalidArgument(f"no TOSA type for numpy {values.dtype}; pass dtype=") from None
+
+
+def to_storage(values: Any, dtype: DType) -> np.ndarray:
+    """``values`` in the storage type of ``dtype``; integers must be integral and in range."""
+    arr = np.asarray(values)
+    if dtype.is_integer or dtype is DType.SHAPE:
+        if arr.dtype.kind not in "biu" and not np.all(np.isfinite(arr) & (np.mod(arr, 1) == 0)):
+            raise InvalidArgument(f"{dtype} values must be integers, got {arr.ravel()[:4].tolist()}...")
+        lo, hi = _INT_RANGE.get(dtype) or (np.iinfo(dtype.numpy).min, np.iinfo(dtype.numpy).max)
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise InvalidArgument(f"{dtype} values must lie in [{lo}, {hi}], got [{arr.min()}, {arr.max()}]")
+    return arr.astype(dtype.numpy)
+
+
+def slots(spec: OperatorSpec, inputs: Sequence[Operand]) -> list[tuple[Argument, Operand]]:
+    """Pair each operand with its specification argument (a tensor-list argument takes the rest)."""
+    items = list(inputs)
+    fixed = [a for a in spec.inputs if not a.is_list]
+    extra = len(items) - len(fixed)
+    has_list = len(fixed) != len(spec.inputs)
+    if extra < 0 or (extra and not has_list) or (has_list and extra < 1 and spec.op is not Op.CUSTOM):
+        names = ", ".join(a.name + ("..." if a.is_list else "") for a in spec.inputs) or "none"
+        raise InvalidArgument(f"{spec.op.name} takes inputs ({names}), got {len(items)}")
+    pairs, pos = [], 0
+    for arg in spec.inputs:
+        n = extra if arg.is_list else 1
+        pairs += [(arg, item) for item in items[pos : pos + n]]
+        pos += n
+    return pairs
+
+
+def is_value(item: Any) -> bool:
+    """Whether ``item`` is a builder Value (imported late: builder.py imports this module)."""
+    from .builder import Value
+
+    return isinstance(item, Value)
+
+
+def element_dtype(arg: Argument) -> DType | None:
+    """The fixed element type of an argument (``i8_t``, ``bool_t``...), None for a type variable."""
+    return ELEMENT_TYPES.get(arg.element or "")
+
+
+# Attribute values the records default to that are not legal values; the builder's choices instead.
+ATTRIBUTE_DEFAULTS: dict[Op, dict[str, Any]] = {
+    Op.CONV2D: {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1)},
+    Op.DEPTHWISE_CONV2D: {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1)},
+    Op.CONV3D: {"pad": (0,) * 6, "stride": (1, 1, 1), "dilation": (1, 1, 1)},
+    Op.TRANSPOSE_CONV2D: {"out_pad": (0, 0, 0, 0), "stride": (1, 1)},
+    Op.AVG_POOL2D: {"stride": (1, 1), "pad": (0, 0, 0, 0)},
+    Op.MAX_POOL2D: {"stride": (1, 1), "pad": (0, 0, 0, 0)},
+    Op.RESCALE: {"rounding_mode": "single_round", "scale32": True},
+}
 
 # Accumulator when the table allows several for the bound types: the most precise one.
 ACC_PREFERENCE = (DType.FP32, DType.INT48, DType.INT32, DType.FP16)
@@ -50,8 +137,6 @@ def describe(bound: Mapping[str, DType]) -> str:
 
 def _bind(spec: OperatorSpec, bound: dict[str, DType], arg: Argument, value: Value) -> None:
     """Record ``value``'s type for ``arg``; a clash with an earlier binding is a ValidationError."""
-    from .builder import element_dtype
-
     if arg.type == "shape_t" or value.dtype is DType.SHAPE:
         if arg.type != "shape_t" or value.dtype is not DType.SHAPE:
             want = "a shape_t value (const_shape)" if arg.type == "shape_t" else "a tensor, not a shape_t value"
@@ -81,8 +166,6 @@ def _convert(op_name: str, field: dataclasses.Field, value: Any, input_dtype: DT
         if isinstance(default, bytes) and not isinstance(value, bytes | bytearray):
             if input_dtype is None:
                 raise InvalidArgument(f"{op_name}: {field.name} needs the input's type")
-            from .builder import to_storage
-
             return to_storage(np.asarray([value]), input_dtype).tobytes()
         if isinstance(default, bool):
             return bool(value)
@@ -122,8 +205,8 @@ def _acc(spec: OperatorSpec, record: Attribute, bound: dict[str, DType]) -> Attr
 
 def _operand_dtype(spec: OperatorSpec, arg: Argument, item: Any, bound: dict, record: Attribute) -> DType:
     """The type a Python number / array becomes at ``arg``."""
-    from .builder import dtype_of, element_dtype
-
+    if arg.type == "shape_t":
+        return DType.SHAPE
     if arg.element == "mul_t":  # RESCALE's multiplier: i32_t with scale32, else i16_t
         return DType.INT32 if getattr(record, "scale32", True) else DType.INT16
     fixed = element_dtype(arg)
@@ -168,7 +251,7 @@ def resolve(
     out_dtype: Any,
 ) -> tuple[list[Value], Attribute, list[DType]]:
     """Operand Values (constants made for raw operands), the attribute record and output types."""
-    from .builder import Value, element_dtype
+    from .builder import Value
 
     name = spec.op.name
     bound: dict[str, DType] = {}
@@ -177,7 +260,7 @@ def resolve(
         if value is not None:
             _bind(spec, bound, arg, value)
     wanted = [] if out_dtype is None else [out_dtype] if isinstance(out_dtype, str | DType) else list(out_dtype)
-    wanted = [DType.parse(d) for d in wanted]
+    wanted = [parse_dtype(d) for d in wanted]
     fixed_outputs = [a for a in spec.outputs if not a.is_list]
     if wanted and fixed_outputs and len(wanted) != len(fixed_outputs):
         raise InvalidArgument(f"{name} has {len(fixed_outputs)} outputs, got {len(wanted)} out_dtype values")
@@ -223,3 +306,43 @@ def resolve(
             )
         outs.append(dt or options[0])
     return values, record, outs
+
+
+def generated_method(op: Op) -> Any:
+    """A method for ``op`` from its argument list: inputs positional, attribute fields keyword-only."""
+    spec = spec_of(op)
+    assert spec is not None
+    inputs = [a.name.lower() for a in spec.inputs]
+    fields = dataclasses.fields(ATTRIBUTE_OF[op])
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD)] + [P(n, P.POSITIONAL_OR_KEYWORD) for n in inputs]
+    params += [P(f.name, P.KEYWORD_ONLY, default=f.default) for f in fields]
+    params += [P(k, P.KEYWORD_ONLY, default=None) for k in ("name", "out_shape", "out_dtype")]
+    signature = inspect.Signature(params)
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        given = {k: v for k, v in bound.arguments.items() if k != "self"}
+        operands = [given.pop(n) for n in inputs]
+        return self.op(op, operands, **given)
+
+    method.__name__ = method.__qualname__ = op.name.lower()
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    arguments = ", ".join(f"{a.name} ({a.category})" for a in spec.arguments)
+    modes = "; ".join(r.mode for r in spec.typesupport)
+    method.__doc__ = f"{op.name} ({spec.group}), generated from the specification: {arguments}. Types: {modes}."
+    return method
+
+
+__all__ = [
+    "ATTRIBUTE_DEFAULTS",
+    "dtype_of",
+    "element_dtype",
+    "generated_method",
+    "is_value",
+    "make_attribute",
+    "parse_dtype",
+    "resolve",
+    "slots",
+    "to_storage",
+]

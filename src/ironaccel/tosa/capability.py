@@ -1,160 +1,374 @@
-"""What a backend can run, and admission of a program against it.
+"""What a backend can run, and the admission check of a program against it.
 
-A backend publishes a :class:`CapabilityDescriptor`: the TOSA target it implements, the element types
-and operators it supports (each with optional named constraints such as "zero zero-points only"),
-and graph limits. :func:`admit` checks a validated program against it and either returns an
-:class:`Admission` record or raises :class:`LoweringError` naming the first unsupported thing. There
-is no fallback: a program a backend cannot run fails at load, never at submit.
+A backend publishes a :class:`CapabilityDescriptor`: the TOSA target it implements, the element
+types it handles, per operator the type signatures it accepts (or "whatever the target allows") and
+named constraints (small predicates such as "zero zero-points only"), and graph limits. :func:`admit`
+walks a program in order and raises :class:`LoweringError` naming the first thing the backend cannot
+do, with the block, operator index, operator, tensor and type, so a user sees *why* a model falls
+back rather than a generic refusal. A program that passes gets an :class:`Admission` summary.
+
+Shape values (``shape_t``, DType.SHAPE) and compile-time-constant operands of a fixed type (MUL's and
+RESCALE's int8 shift, RESCALE's multiplier) are parameters a backend reads on the host when it lowers
+the operator, not tensors it computes on, so they are not subject to ``dtypes``: a float-only backend
+can run MUL. Tensor sizes for limits are counted as stored (INT4 packed two per byte, INT48 six
+bytes), the measure of the level limits.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
+from .dtypes import DType, storage_bytes
 from .errors import LoweringError
 from .ir import Block, Operator, Program, Tensor
 from .operators import TOSA_1_0_OPS, Op
+from .ops.rule import TensorType
+from .spec import OperatorSpec
+from .spec import operator as spec_of
+from .target import Target
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One accepted binding of an operator's type variables, e.g. in_t=int8, weight_t=int8, out_t=int32,
+    acc_t=int32. Variables a signature does not name match anything."""
+
+    types: tuple[tuple[str, DType], ...]
+
+    @classmethod
+    def of(cls, **types: str | DType) -> Signature:
+        return cls(tuple((var, DType.parse(dt)) for var, dt in types.items()))
+
+    def matches(self, bound: Mapping[str, DType]) -> bool:
+        return all(bound.get(var, dt) == dt for var, dt in self.types)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{var}={dt}" for var, dt in self.types) or "any types"
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorView:
+    """What a constraint sees of one operator: its record, operand types in specification order and
+    the values of constant operands (None where not constant)."""
+
+    index: int
+    block: str
+    operator: Operator
+    inputs: tuple[TensorType, ...]
+    outputs: tuple[TensorType, ...]
+    consts: tuple[np.ndarray | None, ...]
+
+    @property
+    def op(self) -> Op:
+        return self.operator.op
 
 
 @dataclasses.dataclass(frozen=True)
 class Constraint:
-    """A named condition an operator must meet on this backend (``check`` returns True when met)."""
+    """A named predicate over one operator; the name is what an admission error quotes."""
 
     name: str
-    check: Callable[[Operator, Sequence[Tensor], Sequence[Tensor]], bool]
+    check: Callable[[OperatorView], bool]
+
+    def __call__(self, view: OperatorView) -> bool:
+        return bool(self.check(view))
+
+
+def zero_zero_points() -> Constraint:
+    """Every zero-point operand (``*_zp``) is a constant 0: a float-only or symmetric-int backend."""
+
+    def check(view: OperatorView) -> bool:
+        spec = spec_of(view.op)
+        names = [a.name for a in spec.inputs] if spec else []
+        for i, arg in enumerate(names[: len(view.consts)]):
+            if arg.endswith("_zp"):
+                value = view.consts[i]
+                if value is None or np.any(value.astype(np.int64) != 0):
+                    return False
+        return True
+
+    return Constraint("zero zero-points only", check)
+
+
+def max_rank(limit: int) -> Constraint:
+    """No operand or result has rank above ``limit``."""
+    return Constraint(f"rank <= {limit}", lambda v: all(t.rank <= limit for t in (*v.inputs, *v.outputs)))
+
+
+def per_tensor_rescale() -> Constraint:
+    """RESCALE with one multiplier and shift for the whole tensor (``per_channel`` false)."""
+    return Constraint("per-tensor RESCALE only", lambda v: not getattr(v.operator.attribute, "per_channel", False))
+
+
+def constant_operand(position: int, what: str = "") -> Constraint:
+    """Operand ``position`` is a compile-time constant (weights baked into a pipeline, say)."""
+    label = what or f"operand {position}"
+    return Constraint(f"constant {label} only", lambda v: position < len(v.consts) and v.consts[position] is not None)
 
 
 @dataclasses.dataclass(frozen=True)
 class OperatorSupport:
-    """Element types the operator may touch on this backend (None: any the descriptor allows)."""
+    """How a backend supports one operator. ``signatures`` None means every type combination of the
+    specification's table that the descriptor's target enables."""
 
-    dtypes: frozenset[DType] | None = None
+    signatures: tuple[Signature, ...] | None = None
     constraints: tuple[Constraint, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
-class GraphLimits:
-    max_operators: int = 1 << 20
-    max_tensors: int = 1 << 20
-    max_rank: int = 32
-    max_tensor_bytes: int = 1 << 40
-    max_constant_bytes: int = 1 << 40
-
-
-@dataclasses.dataclass(frozen=True)
 class CapabilityDescriptor:
-    name: str
-    target: Any  # tosa.target.Target
+    """A backend's published capabilities. Limits of None are unlimited; ``max_bindings`` counts the
+    entry block's inputs plus outputs (the buffers a caller binds)."""
+
+    target: Target
     dtypes: frozenset[DType]
     operators: Mapping[Op, OperatorSupport]
-    limits: GraphLimits = GraphLimits()
+    max_operators: int | None = None
+    max_tensors: int | None = None
+    max_rank: int | None = None
+    max_tensor_bytes: int | None = None
+    max_constant_bytes: int | None = None
+    max_bindings: int | None = None
+    name: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtypes", frozenset(DType.parse(d) for d in self.dtypes))
+        ops = {Op.parse(op): support for op, support in self.operators.items()}
+        object.__setattr__(self, "operators", MappingProxyType(ops))
+
+    def signatures(self, op: Op) -> tuple[Signature, ...]:
+        """The accepted signatures of ``op`` (the target-enabled table rows when not listed)."""
+        support = self.operators[op]
+        if support.signatures is not None:
+            return support.signatures
+        spec = spec_of(op)
+        enabled = self.target.enabled
+        rows = [r for r in (spec.typesupport if spec else ()) if r.enabled(enabled)]
+        return tuple(Signature(tuple(r.types.items())) for r in rows)
+
+    def as_dict(self) -> dict[str, Any]:
+        limits = ("max_operators", "max_tensors", "max_rank", "max_tensor_bytes", "max_constant_bytes", "max_bindings")
         return {
             "name": self.name,
-            "target": sorted(self.target.names) if self.target is not None else None,
+            "target": {
+                "profiles": sorted(p.value for p in self.target.profiles),
+                "extensions": sorted(e.value for e in self.target.extensions),
+                "level": self.target.level.name,
+            },
             "dtypes": sorted(str(d) for d in self.dtypes),
             "operators": {
                 op.name: {
-                    "dtypes": sorted(str(d) for d in s.dtypes) if s.dtypes is not None else "any",
+                    "signatures": "any"
+                    if s.signatures is None
+                    else [{var: str(dt) for var, dt in sig.types} for sig in s.signatures],
                     "constraints": [c.name for c in s.constraints],
                 }
                 for op, s in sorted(self.operators.items())
             },
-            "limits": dataclasses.asdict(self.limits),
+            "limits": {name: getattr(self, name) for name in limits},
         }
 
-
-@dataclasses.dataclass(frozen=True)
-class Admission:
-    """What admission saw: counts, element types and operators used, constant bytes."""
-
-    operators: int
-    tensors: int
-    dtypes: frozenset[DType]
-    ops: frozenset[Op]
-    constant_bytes: int
-
-
-def _nbytes(t: Tensor) -> int:
-    if t.dtype not in (DType.UNKNOWN,) and t.dtype.is_tosa_1_0:
-        return max(t.size, 0) * t.dtype.numpy.itemsize
-    return 0
-
-
-def admit(program: Program, descriptor: CapabilityDescriptor) -> Admission:
-    """Check every block of ``program`` against ``descriptor``; raise LoweringError at the first miss."""
-    who = descriptor.name
-    ops_used: set[Op] = set()
-    dtypes_used: set[DType] = set()
-    n_ops = n_tensors = constant_bytes = 0
-    limits = descriptor.limits
-    for block in program.blocks():
-        n_tensors += len(block.tensors)
-        for t in block.tensors:
-            where = f"block {block.name!r}: tensor {t.name!r}"
-            if t.dtype not in descriptor.dtypes:
-                raise LoweringError(
-                    f"{where}: dtype {t.dtype} not supported by {who} (supports: {_names(descriptor.dtypes)})"
-                )
-            if t.rank > limits.max_rank:
-                raise LoweringError(f"{where}: rank {t.rank} exceeds {who}'s limit of {limits.max_rank}")
-            if _nbytes(t) > limits.max_tensor_bytes:
-                raise LoweringError(
-                    f"{where}: {_nbytes(t)} bytes exceed {who}'s tensor limit {limits.max_tensor_bytes}"
-                )
-            if t.data is not None:
-                constant_bytes += int(np.asarray(t.data).nbytes)
-            dtypes_used.add(t.dtype)
-        for index, op in enumerate(block.operators):
-            _admit_operator(block, index, op, descriptor)
-            ops_used.add(op.op)
-        n_ops += len(block.operators)
-    if n_ops > limits.max_operators:
-        raise LoweringError(f"{n_ops} operators exceed {who}'s limit of {limits.max_operators}")
-    if n_tensors > limits.max_tensors:
-        raise LoweringError(f"{n_tensors} tensors exceed {who}'s limit of {limits.max_tensors}")
-    if constant_bytes > limits.max_constant_bytes:
-        raise LoweringError(f"{constant_bytes} constant bytes exceed {who}'s limit of {limits.max_constant_bytes}")
-    return Admission(n_ops, n_tensors, frozenset(dtypes_used), frozenset(ops_used), constant_bytes)
-
-
-def _admit_operator(block: Block, index: int, op: Operator, descriptor: CapabilityDescriptor) -> None:
-    who = descriptor.name
-    where = f"operator #{index} {op.op.name}"
-    support = descriptor.operators.get(op.op)
-    if support is None:
-        raise LoweringError(f"{where}: operator not supported by {who}")
-    tmap = block.tensor_map
-    ins = [tmap[n] for n in op.inputs if n in tmap]
-    outs = [tmap[n] for n in op.outputs if n in tmap]
-    if support.dtypes is not None:
-        for role, tensors in (("input", ins), ("output", outs)):
-            for t in tensors:
-                if t.dtype not in support.dtypes:
-                    raise LoweringError(
-                        f"{where}: dtype {t.dtype} of {role} {t.name!r} not supported by {who} "
-                        f"(supports: {_names(support.dtypes)})"
-                    )
-    for constraint in support.constraints:
-        if not constraint.check(op, ins, outs):
-            raise LoweringError(f"{where}: {who} requires {constraint.name}")
-
-
-def _names(dtypes: frozenset[DType]) -> str:
-    return ", ".join(sorted(str(d) for d in dtypes))
+    def to_json(self, indent: int | None = None) -> str:
+        """The descriptor as JSON (constraints by name: their code is the backend's)."""
+        return json.dumps(self.as_dict(), indent=indent, sort_keys=True)
 
 
 TOSA_1_0_DTYPES = frozenset(d for d in DType if d.is_tosa_1_0)
 
 
-def descriptor_for_all_of_tosa_1_0(name: str = "cpu") -> CapabilityDescriptor:
-    """Everything TOSA 1.0 defines: both profiles, every extension, level none, all 75 operators."""
-    from .target import Target
+def descriptor_for_all_of_tosa_1_0(name: str = "cpu", target: Target | None = None) -> CapabilityDescriptor:
+    """What a backend implementing the whole specification advertises (the CPU reference backend):
+    every 1.0 operator and type, every profile and extension, no limits."""
+    operators = {op: OperatorSupport() for op in TOSA_1_0_OPS}
+    return CapabilityDescriptor(target or Target(), TOSA_1_0_DTYPES, operators, name=name)
 
-    return CapabilityDescriptor(name, Target(), TOSA_1_0_DTYPES, {op: OperatorSupport() for op in TOSA_1_0_OPS})
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """What an admitted program uses (for logs, scheduling and the backend's own planning)."""
+
+    operators: int
+    tensors: int
+    blocks: int
+    bindings: int
+    max_rank: int
+    max_tensor_bytes: int
+    constant_bytes: int
+    dtypes: frozenset[DType]
+    operators_used: Mapping[Op, int]
+
+
+def _tensor_bytes(t: Tensor) -> int:
+    return 0 if t.unranked or any(d < 0 for d in t.shape) else storage_bytes(t.dtype, t.size)
+
+
+def _bindings(spec: OperatorSpec, op: Operator, types: Sequence[TensorType], outs: Sequence[TensorType]) -> dict:
+    """Type variable -> DType from the operands, in specification order (acc_t from acc_type)."""
+    bound: dict[str, DType] = {}
+    for args, values in ((spec.inputs, types), (spec.outputs, outs)):
+        fixed = sum(1 for a in args if not a.is_list)
+        pos = 0
+        for arg in args:
+            n = max(len(values) - fixed, 0) if arg.is_list else 1
+            for t in values[pos : pos + n]:
+                if arg.element in spec.type_variables and t.dtype is not DType.SHAPE:
+                    bound.setdefault(arg.element, t.dtype)
+            pos += n
+    acc = getattr(op.attribute, "acc_type", None)
+    if acc is not None and "acc_t" in spec.type_variables and acc != DType.UNKNOWN:
+        bound["acc_t"] = DType(acc)
+    return bound
+
+
+class _Admitter:
+    def __init__(self, program: Program, descriptor: CapabilityDescriptor) -> None:
+        self.program, self.d = program, descriptor
+        self.tensors: dict[str, Tensor] = {}
+        for block in program.blocks():
+            for t in block.tensors:
+                self.tensors.setdefault(t.name, t)
+        self.constants = {n for b in program.blocks() for o in b.operators if o.op in (Op.CONST, Op.CONST_SHAPE)
+                          for n in o.outputs}  # fmt: skip
+
+    def fail(self, block: Block, index: int | None, op: Operator | None, message: str) -> LoweringError:
+        where = [] if block.name == self.program.main.name else [f"block {block.name!r}"]
+        if index is not None and op is not None:
+            where.append(f"operator #{index} {op.op.name}")
+        return LoweringError(f"{' '.join(where)}: {message}" if where else message)
+
+    def tensor(self, block: Block, name: str) -> Tensor:
+        found = block.tensor_map.get(name) or self.tensors.get(name)
+        if found is None:
+            raise self.fail(block, None, None, f"tensor {name!r} is not declared (validate the program first)")
+        return found
+
+    def operator(self, block: Block, index: int, op: Operator) -> None:
+        d = self.d
+        if op.op not in d.operators or not op.op.is_tosa_1_0:
+            raise self.fail(block, index, op, "operator not supported by this backend")
+        ins = [self.tensor(block, n) for n in op.inputs]
+        outs = [self.tensor(block, n) for n in op.outputs]
+        for kind, needed in (("read", Op.VARIABLE_READ), ("write", Op.VARIABLE_WRITE)):
+            var = next((t for t in (ins if kind == "read" else outs) if t.variable), None)
+            missing = [o.name for o in (Op.VARIABLE, needed) if o not in d.operators]
+            if var is not None and missing:
+                msg = f"{kind}s variable {var.variable_name or var.name!r}; this backend does not support {missing[0]}"
+                raise self.fail(block, index, op, msg)
+        spec = spec_of(op.op)
+        sigs = d.signatures(op.op)
+        for role, tensors in (("input", ins), ("output", outs)):
+            for k, t in enumerate(tensors):
+                arg = _argument(spec, role, k, len(tensors)) if spec else None
+                if t.dtype is DType.SHAPE or (arg is not None and arg.ctc and arg.element not in spec.type_variables):
+                    continue  # shape values and fixed-type parameters (MUL / RESCALE shift) are host-side
+                allowed = {dt for s in sigs for v, dt in s.types if arg is not None and v == arg.element}
+                allowed = (allowed or set(d.dtypes)) & d.dtypes
+                if t.dtype not in allowed:
+                    label = arg.name if arg is not None else role
+                    supports = ", ".join(sorted(map(str, allowed), key=_dtype_order)) or "nothing"
+                    msg = f"dtype {t.dtype} of {label} {t.name!r} not supported by this backend (supports: {supports})"
+                    raise self.fail(block, index, op, msg)
+                if d.max_rank is not None and t.rank > d.max_rank:
+                    raise self.fail(block, index, op, f"{t.name!r} has rank {t.rank} > {d.max_rank}, the backend's max")
+                if d.max_tensor_bytes is not None and _tensor_bytes(t) > d.max_tensor_bytes:
+                    msg = f"{t.name!r} takes {_tensor_bytes(t)} bytes > {d.max_tensor_bytes}, the backend's max"
+                    raise self.fail(block, index, op, msg)
+        types = [TensorType(t.shape, t.dtype, t.name) for t in ins]
+        otypes = [TensorType(t.shape, t.dtype, t.name) for t in outs]
+        bound = _bindings(spec, op, types, otypes) if spec else {}
+        if bound and not any(s.matches(bound) for s in sigs):
+            combo = ", ".join(f"{v}={dt}" for v, dt in bound.items())
+            supports = "; ".join(map(str, sigs)) or "none"
+            raise self.fail(block, index, op, f"type combination {combo} not supported (supports: {supports})")
+        consts = tuple(self.tensor(block, n).data if n in self.constants else None for n in op.inputs)
+        view = OperatorView(index, block.name, op, tuple(types), tuple(otypes), consts)
+        for constraint in d.operators[op.op].constraints:
+            if not constraint(view):
+                raise self.fail(block, index, op, f"not supported by this backend: {constraint.name}")
+
+    def run(self) -> Admission:
+        d, blocks = self.d, list(self.program.blocks())
+        used: Counter[Op] = Counter()
+        for block in blocks:
+            for index, op in enumerate(block.operators):
+                self.operator(block, index, op)
+                used[op.op] += 1
+        tensors = [t for b in blocks for t in b.tensors]
+        main = self.program.main
+        for t in tensors:  # tensors no operator touches (an input passed straight out)
+            if t.dtype is not DType.SHAPE and t.dtype not in d.dtypes:
+                raise self.fail(main, None, None, f"dtype {t.dtype} of tensor {t.name!r} not supported by this backend")
+        const_bytes = sum(_tensor_bytes(t) for t in tensors if t.data is not None and not t.variable)
+        bindings = len(main.inputs) + len(main.outputs)
+        for what, value, limit in (
+            ("operators", sum(used.values()), d.max_operators),
+            ("tensors", len(tensors), d.max_tensors),
+            ("constant bytes", const_bytes, d.max_constant_bytes),
+            ("bindings (entry inputs + outputs)", bindings, d.max_bindings),
+        ):
+            if limit is not None and value > limit:
+                raise LoweringError(f"program has {value} {what}; this backend takes at most {limit}")
+        return Admission(
+            operators=sum(used.values()),
+            tensors=len(tensors),
+            blocks=len(blocks),
+            bindings=bindings,
+            max_rank=max((t.rank for t in tensors), default=0),
+            max_tensor_bytes=max((_tensor_bytes(t) for t in tensors), default=0),
+            constant_bytes=const_bytes,
+            dtypes=frozenset(t.dtype for t in tensors),
+            operators_used=MappingProxyType(dict(used)),
+        )
+
+
+def _argument(spec: OperatorSpec, role: str, k: int, count: int) -> Any:
+    """The specification argument the ``k``-th input / output of ``count`` stands for."""
+    args = spec.inputs if role == "input" else spec.outputs
+    fixed = sum(1 for a in args if not a.is_list)
+    pos = 0
+    for arg in args:
+        n = max(count - fixed, 0) if arg.is_list else 1
+        if pos <= k < pos + n:
+            return arg
+        pos += n
+    return None
+
+
+def _dtype_order(name: str) -> int:
+    return int(DType.parse(name))
+
+
+def admit(program: Program, descriptor: CapabilityDescriptor) -> Admission:
+    """Check ``program`` against ``descriptor``; raises LoweringError naming the first unsupported
+    operator, type, constraint or limit. Validity is not checked here (run the validator first)."""
+    return _Admitter(program, descriptor).run()
+
+
+def supported(ops: Iterable[Op | str], **support: Any) -> dict[Op, OperatorSupport]:
+    """``{op: OperatorSupport(**support)}`` for several operators (descriptor building shorthand)."""
+    return {Op.parse(op): OperatorSupport(**support) for op in ops}
+
+
+__all__ = [
+    "Admission",
+    "CapabilityDescriptor",
+    "Constraint",
+    "OperatorSupport",
+    "OperatorView",
+    "Signature",
+    "TOSA_1_0_DTYPES",
+    "admit",
+    "constant_operand",
+    "descriptor_for_all_of_tosa_1_0",
+    "max_rank",
+    "per_tensor_rescale",
+    "supported",
+    "zero_zero_points",
+]

@@ -134,6 +134,19 @@ def apply_scale_16(value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray)
     return wrap(result, DType.INT32).astype(np.int64)
 
 
+def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The spec's ``reciprocal_scale``: (multiplier, shift) with multiplier / 2**shift ~= 1 / value, for
+    positive ``value`` (AVG_POOL2D's integer division by the window count, fed to :func:`apply_scale_32`).
+
+    k is the bit length of value - 1, so 2**(k-1) < value <= 2**k; multiplier = ((2**30 + 1) << k) // value
+    lies in [2**30, 2**31) and shift = 30 + k. Returns two int64 arrays.
+    """
+    v = np.asarray(value, dtype=np.int64)
+    k = 32 - count_leading_zeros(v - 1).astype(np.int64)
+    multiplier = (((1 << 30) + 1) << k) // np.maximum(v, 1)
+    return multiplier, 30 + k
+
+
 def rounding_shift_right(value: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """``(value + 2**(shift-1)) >> shift`` (round half towards +infinity) for shift > 0, ``value`` for
     shift == 0, exact for any int64 ``value`` whose rounded result fits int64 (MUL's int32 path,
@@ -262,7 +275,8 @@ def ulp(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def _is_float(values: np.ndarray) -> bool:
-    return np.asarray(values).dtype.kind in "fV" or np.asarray(values).dtype.name.startswith(("bfloat", "float8"))
+    """numpy floats have kind 'f'; ml_dtypes' bfloat16 / float8 types report kind 'V'."""
+    return np.asarray(values).dtype.kind in "fV"
 
 
 def maximum(a: np.ndarray, b: np.ndarray, nan_mode: NanPropagationMode = NanPropagationMode.PROPAGATE) -> np.ndarray:
