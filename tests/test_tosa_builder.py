@@ -99,6 +99,29 @@ def test_fp32_network_through_every_common_operator_validates_round_trips_and_ru
     assert [o.shape for o in outputs] == [(1, 3), (1, 4, 6, 1), (1, 1, 5), (1, 1, 5), (1, 3, 4), (1, 3, 4)]
 
 
+def test_generated_methods_cover_the_other_operators():
+    b = ProgramBuilder()
+    x = b.input("x", (1, 4, 8), "fp32")
+    real, imag = b.rfft2d(x)
+    back_real, back_imag = b.fft2d(x, b.abs(x), inverse=True)
+    v = b.input("v", (1, 2, 4, 4, 1), "fp32")
+    c3 = b.conv3d(v, np.ones((2, 1, 1, 1, 1), np.float32), 0, 0, 0)
+    i = b.input("i", (4,), "int32")
+    bits = b.arithmetic_right_shift(b.bitwise_xor(b.bitwise_and(i, 3), b.logical_left_shift(i, 1)), 1, round=True)
+    logic = b.logical_and(b.equal(i, 0), b.logical_not(b.greater(i, 2)))
+    b.output(real, imag, back_real, c3, bits, b.clz(bits), b.intdiv(bits, 2), b.reduce_any(logic, 0))
+    program = b.build()
+    assert (real.shape, back_imag.shape, c3.shape) == ((1, 4, 5), (1, 4, 8), (1, 2, 4, 4, 2))
+    roundtrip(program)
+    ins = [RNG.random((1, 4, 8), np.float32), np.ones((1, 2, 4, 4, 1), np.float32), np.arange(4, dtype=np.int32)]
+    out = cpu.run(program, ins)
+    np.testing.assert_allclose(out[0], np.fft.rfft2(ins[0][0]).real[None], rtol=1e-4, atol=1e-4)
+    i_in = ins[2]
+    expected = ((i_in & 3) ^ (i_in << 1)).astype(np.int64)
+    np.testing.assert_array_equal(out[4], (expected + 1) >> 1)
+    assert out[7].tolist() == [True]
+
+
 def int8_program() -> Program:
     """A quantized block: int8 conv (int32 out) -> rescale -> pool -> table -> clamp -> argmax."""
     b = ProgramBuilder()

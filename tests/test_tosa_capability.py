@@ -81,9 +81,13 @@ def test_an_unsupported_dtype_is_named_with_operator_index_tensor_and_alternativ
 def test_unsupported_operators_signatures_and_global_dtypes():
     fp = descriptor(supported(["CONST", "CONV2D", "ABS"]), dtypes=("fp32", "fp16"))
     with pytest.raises(
-        LoweringError, match=r"^operator #0 CONST: dtype int48 of output 'const_0' .*\(supports: fp32, fp16"
+        LoweringError, match=r"^operator #3 CONV2D: dtype int16 of input 'x' .*\(supports: fp32, fp16\)$"
     ):
-        admit(conv_program("int16"), fp)
+        admit(conv_program("int16"), fp)  # its int48 bias constant is judged at CONV2D, not at its CONST
+    b = ProgramBuilder()
+    b.output(b.input("x", (2,), "int8"))  # no operator touches it: the binding itself is checked
+    with pytest.raises(LoweringError, match=r"^dtype int8 of graph input 'x' not supported by this backend$"):
+        admit(b.build(), fp)
     no_abs = descriptor(supported(["CONST", "CONV2D"]))
     with pytest.raises(LoweringError, match=r"^operator #3 ABS: operator not supported by this backend$"):
         admit(conv_program("int8"), no_abs)
@@ -94,6 +98,13 @@ def test_unsupported_operators_signatures_and_global_dtypes():
     with pytest.raises(LoweringError, match="type combination in_t=fp16, weight_t=fp16, out_t=fp16, acc_t=fp16"):
         admit(b.build(), fp32_acc)
     admit(conv_program("fp16", "fp16"), fp32_acc)  # the builder's default accumulator is fp32
+
+
+def test_fixed_type_parameters_do_not_need_the_dtype():
+    b = ProgramBuilder()
+    x = b.input("x", (2, 2), "fp32")
+    b.output(b.mul(x, 2.0))  # MUL's shift is an int8 constant even for fp32
+    admit(b.build(), descriptor(supported(["CONST", "MUL"]), dtypes=("fp32",)))
 
 
 def test_any_means_what_the_target_enables():

@@ -34,6 +34,8 @@ from .spec import OperatorSpec
 from .spec import operator as spec_of
 from .target import Target
 
+_CONST_OPS = (Op.CONST, Op.CONST_SHAPE)
+
 
 @dataclasses.dataclass(frozen=True)
 class Signature:
@@ -234,8 +236,7 @@ class _Admitter:
         for block in program.blocks():
             for t in block.tensors:
                 self.tensors.setdefault(t.name, t)
-        self.constants = {n for b in program.blocks() for o in b.operators if o.op in (Op.CONST, Op.CONST_SHAPE)
-                          for n in o.outputs}  # fmt: skip
+        self.constants = {n for b in program.blocks() for o in b.operators if o.op in _CONST_OPS for n in o.outputs}
 
     def fail(self, block: Block, index: int | None, op: Operator | None, message: str) -> LoweringError:
         where = [] if block.name == self.program.main.name else [f"block {block.name!r}"]
@@ -265,9 +266,13 @@ class _Admitter:
         sigs = d.signatures(op.op)
         for role, tensors in (("input", ins), ("output", outs)):
             for k, t in enumerate(tensors):
+                self.limits(block, index, op, t)
                 arg = _argument(spec, role, k, len(tensors)) if spec else None
-                if t.dtype is DType.SHAPE or (arg is not None and arg.ctc and arg.element not in spec.type_variables):
-                    continue  # shape values and fixed-type parameters (MUL / RESCALE shift) are host-side
+                fixed_parameter = (
+                    spec is not None and arg is not None and arg.ctc and arg.element not in spec.type_variables
+                )
+                if t.dtype is DType.SHAPE or op.op in _CONST_OPS or fixed_parameter:
+                    continue  # host-side values; a constant's type is judged where it is used
                 allowed = {dt for s in sigs for v, dt in s.types if arg is not None and v == arg.element}
                 allowed = (allowed or set(d.dtypes)) & d.dtypes
                 if t.dtype not in allowed:
@@ -275,15 +280,10 @@ class _Admitter:
                     supports = ", ".join(sorted(map(str, allowed), key=_dtype_order)) or "nothing"
                     msg = f"dtype {t.dtype} of {label} {t.name!r} not supported by this backend (supports: {supports})"
                     raise self.fail(block, index, op, msg)
-                if d.max_rank is not None and t.rank > d.max_rank:
-                    raise self.fail(block, index, op, f"{t.name!r} has rank {t.rank} > {d.max_rank}, the backend's max")
-                if d.max_tensor_bytes is not None and _tensor_bytes(t) > d.max_tensor_bytes:
-                    msg = f"{t.name!r} takes {_tensor_bytes(t)} bytes > {d.max_tensor_bytes}, the backend's max"
-                    raise self.fail(block, index, op, msg)
         types = [TensorType(t.shape, t.dtype, t.name) for t in ins]
         otypes = [TensorType(t.shape, t.dtype, t.name) for t in outs]
         bound = _bindings(spec, op, types, otypes) if spec else {}
-        if bound and not any(s.matches(bound) for s in sigs):
+        if op.op not in _CONST_OPS and bound and not any(s.matches(bound) for s in sigs):
             combo = ", ".join(f"{v}={dt}" for v, dt in bound.items())
             supports = "; ".join(map(str, sigs)) or "none"
             raise self.fail(block, index, op, f"type combination {combo} not supported (supports: {supports})")
@@ -292,6 +292,14 @@ class _Admitter:
         for constraint in d.operators[op.op].constraints:
             if not constraint(view):
                 raise self.fail(block, index, op, f"not supported by this backend: {constraint.name}")
+
+    def limits(self, block: Block, index: int, op: Operator, t: Tensor) -> None:
+        d = self.d
+        if d.max_rank is not None and t.rank > d.max_rank:
+            raise self.fail(block, index, op, f"{t.name!r} has rank {t.rank} > {d.max_rank}, the backend's max")
+        if d.max_tensor_bytes is not None and _tensor_bytes(t) > d.max_tensor_bytes:
+            msg = f"{t.name!r} takes {_tensor_bytes(t)} bytes > {d.max_tensor_bytes}, the backend's max"
+            raise self.fail(block, index, op, msg)
 
     def run(self) -> Admission:
         d, blocks = self.d, list(self.program.blocks())
@@ -302,9 +310,11 @@ class _Admitter:
                 used[op.op] += 1
         tensors = [t for b in blocks for t in b.tensors]
         main = self.program.main
-        for t in tensors:  # tensors no operator touches (an input passed straight out)
-            if t.dtype is not DType.SHAPE and t.dtype not in d.dtypes:
-                raise self.fail(main, None, None, f"dtype {t.dtype} of tensor {t.name!r} not supported by this backend")
+        held = [*main.input_tensors, *main.output_tensors, *(t for t in tensors if t.variable)]
+        for t in held:  # what the backend keeps in its own buffers, whatever operators touch it
+            if t.dtype not in d.dtypes:
+                kind = "variable" if t.variable else "graph input" if t.name in main.inputs else "graph output"
+                raise LoweringError(f"dtype {t.dtype} of {kind} {t.name!r} not supported by this backend")
         const_bytes = sum(_tensor_bytes(t) for t in tensors if t.data is not None and not t.variable)
         bindings = len(main.inputs) + len(main.outputs)
         for what, value, limit in (

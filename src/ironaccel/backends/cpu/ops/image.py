@@ -21,7 +21,9 @@ from ....tosa.operators import Op
 from ..kernel import KernelContext, kernel
 
 
-def _positions(out_size: int, in_size: int, numerator: int, denominator: int, offset: int):
+def _positions(
+    out_size: int, in_size: int, numerator: int, denominator: int, offset: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per output index: the two source indices (clamped) and the remainder in units of 1/numerator."""
     pos = np.arange(out_size, dtype=np.int64) * denominator + offset
     index = pos // numerator  # floor division, as idiv_floor
@@ -32,8 +34,9 @@ def _positions(out_size: int, in_size: int, numerator: int, denominator: int, of
 def _in_type(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round float64 values to ``dtype`` and back: one operation of the pseudocode in that type.
 
-    A float32 or float64 operation on operands of a narrower type, rounded once to that type, is the
-    correctly rounded result in that type, so this emulates fp16 / bf16 / fp32 arithmetic exactly.
+    Rounding a float32 / float64 result of an operation on narrower operands to the narrow type gives the
+    correctly rounded narrow result (the wide formats have more than twice the precision, so the double
+    rounding is innocuous); this emulates fp16 / bf16 / fp32 arithmetic exactly.
     """
     return values.astype(np.float32).astype(dtype).astype(np.float64)
 

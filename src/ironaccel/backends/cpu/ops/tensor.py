@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -62,7 +63,9 @@ def _magnitude(value: np.ndarray, zero_point: np.ndarray | None) -> int:
     return max(-int(info.min), int(info.max)) + zp
 
 
-def _exact_in_float64(a: np.ndarray, a_zp, b: np.ndarray, b_zp, terms: int) -> bool:
+def _exact_in_float64(
+    a: np.ndarray, a_zp: np.ndarray | None, b: np.ndarray, b_zp: np.ndarray | None, terms: int
+) -> bool:
     return _magnitude(a, a_zp) * _magnitude(b, b_zp) * terms < _EXACT
 
 
@@ -95,7 +98,9 @@ def _padded(value: np.ndarray, pads: Sequence[int], zero_point: np.ndarray | Non
     return out
 
 
-def _windows(x: np.ndarray, out_sp: Sequence[int], kernel: Sequence[int], stride, dilation) -> np.ndarray:
+def _windows(
+    x: np.ndarray, out_sp: Sequence[int], kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> np.ndarray:
     """Read-only view [N, *out_sp, *kernel, C] of the padded input: element (n, o, k, c) is the input at
     ``o * stride + k * dilation``."""
     st = x.strides
@@ -261,7 +266,7 @@ def matmul(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]
 
 
 # -- pooling ---------------------------------------------------------------------------------------
-def _pool_windows(value: np.ndarray, attribute, fill, reduce) -> np.ndarray:
+def _pool_windows(value: np.ndarray, attribute: Any, fill: float, reduce: np.ufunc) -> np.ndarray:
     """Reduce every [kernel] window of the input (padded with ``fill``) with the binary ufunc ``reduce``;
     separable: first along x, then along y."""
     ky, kx = attribute.kernel
