@@ -9,10 +9,21 @@ from collections.abc import Sequence
 from ..core.backend import Unavailable
 
 
-def load_library(family: str, candidates: Sequence[str], override: str | None = None) -> ctypes.CDLL:
+class LibraryNotFound(Unavailable):
+    """No candidate library could be opened; ``tried`` lists each name with why it failed."""
+
+    def __init__(self, reason: str, tried: str) -> None:
+        super().__init__(reason)
+        self.tried = tried
+
+
+def load_library(
+    family: str, candidates: Sequence[str], override: str | None = None, missing: str | None = None
+) -> ctypes.CDLL:
     """Open the first loadable library among ``candidates`` (or exactly ``override`` when given).
 
-    Raises :class:`Unavailable` naming every name tried, so the user sees what to install.
+    Raises :class:`LibraryNotFound` naming every name tried, so the user sees what to install. With
+    ``missing`` (the library a user would install, e.g. ``libcuda.so.1``) the reason leads with it.
     """
     # dlopen alone searches LD_LIBRARY_PATH and the ld.so cache; ctypes.util.find_library would add
     # hundreds of milliseconds of ldconfig/gcc subprocesses per missing library for nothing more.
@@ -23,7 +34,10 @@ def load_library(family: str, candidates: Sequence[str], override: str | None = 
             return ctypes.CDLL(name)
         except OSError as exc:
             errors.append(f"{name} ({_short(exc)})")
-    raise Unavailable(f"{family} runtime library not found: tried " + ", ".join(errors))
+    tried = ", ".join(errors)
+    if missing:
+        raise LibraryNotFound(f"{missing} not found (tried {tried})", tried)
+    raise LibraryNotFound(f"{family} runtime library not found: tried {tried}", tried)
 
 
 def _short(exc: OSError) -> str:

@@ -162,11 +162,7 @@ def probe(settings: Settings) -> list[DeviceDescriptor]:
 
 
 def _open(settings: Settings) -> ctypes.CDLL:
-    try:
-        return load_library("cuda", CANDIDATES, settings.library("cuda"))
-    except Unavailable as exc:
-        tried = exc.reason.split("tried ", 1)[-1]
-        raise Unavailable(f"{LIBRARY} not found (tried {tried})") from None
+    return load_library("cuda", CANDIDATES, settings.library("cuda"), missing=LIBRARY)
 
 
 class _Api:

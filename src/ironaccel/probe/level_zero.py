@@ -235,11 +235,7 @@ def probe(settings: Settings) -> list[DeviceDescriptor]:
 
 
 def _open(settings: Settings) -> ctypes.CDLL:
-    try:
-        return load_library("level-zero", CANDIDATES, settings.library("level-zero"))
-    except Unavailable as exc:
-        tried = exc.reason.split("tried ", 1)[-1]
-        raise Unavailable(f"{LIBRARY} not found (tried {tried})") from None
+    return load_library("level-zero", CANDIDATES, settings.library("level-zero"), missing=LIBRARY)
 
 
 class _Api:

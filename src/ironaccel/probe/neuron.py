@@ -36,7 +36,7 @@ from ..core import (
     Unavailable,
     Vendor,
 )
-from ._ffi import bind, c_string, device_nodes, load_library
+from ._ffi import LibraryNotFound, bind, c_string, device_nodes, load_library
 
 CANDIDATES = ("libnrt.so.1", "/opt/aws/neuron/lib/libnrt.so.1")
 
@@ -126,8 +126,8 @@ def probe(settings: Settings, *, dev_dir: str = "/dev", sys_dir: str = "/sys") -
     override = settings.library("neuron")
     try:
         lib = load_library("neuron", CANDIDATES, override)
-    except Unavailable as exc:
-        tried = exc.reason.split("tried ", 1)[-1]
+    except LibraryNotFound as exc:
+        tried = exc.tried
         if nodes:
             raise Unavailable(
                 f"libnrt.so.1 not found (tried {tried}), yet {len(nodes)} Neuron device node(s) exist "

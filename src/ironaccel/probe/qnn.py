@@ -36,7 +36,7 @@ from ..core import (
     Unavailable,
     Vendor,
 )
-from ._ffi import bind, load_library
+from ._ffi import LibraryNotFound, bind, load_library
 
 # --- QnnTypes.h ------------------------------------------------------------------------------------------
 
@@ -100,7 +100,6 @@ else:
 
 _MAX_PROVIDERS = 64  # a count above this means a broken library, not a real list
 _ARM_MACHINES = ("aarch64", "arm64", "armv8l", "armv7l", "armv8")
-_LOAD_PREFIX = "qnn runtime library not found: tried "
 
 
 def probe(settings: Settings, *, machine: str | None = None) -> list[DeviceDescriptor]:
@@ -118,8 +117,8 @@ def probe(settings: Settings, *, machine: str | None = None) -> list[DeviceDescr
     for name in names:
         try:
             lib = load_library("qnn", [name], override)
-        except Unavailable as exc:
-            problems.append(exc.reason.removeprefix(_LOAD_PREFIX))
+        except LibraryNotFound as exc:
+            problems.append(exc.tried)
             continue
         loaded += 1
         try:

@@ -267,11 +267,7 @@ def probe(settings: Settings) -> list[DeviceDescriptor]:
 
 
 def _open(settings: Settings) -> ctypes.CDLL:
-    try:
-        return load_library("rocm", CANDIDATES, settings.library("rocm"))
-    except Unavailable as exc:
-        tried = exc.reason.split("tried ", 1)[-1]
-        raise Unavailable(f"{LIBRARY} not found (tried {tried})") from None
+    return load_library("rocm", CANDIDATES, settings.library("rocm"), missing=LIBRARY)
 
 
 class _Api:

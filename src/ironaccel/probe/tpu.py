@@ -33,7 +33,7 @@ from ..core import (
     Unavailable,
     Vendor,
 )
-from ._ffi import bind, load_library
+from ._ffi import LibraryNotFound, bind, load_library
 
 GOOGLE_PCI_VENDOR = 0x1AE0
 # (device id, subsystem device id or None for any) -> chip generation
@@ -89,8 +89,8 @@ def probe(settings: Settings, *, dev_dir: str = "/dev", sys_dir: str = "/sys") -
         )
     try:
         lib = load_library("tpu", candidates, settings.library("tpu"))
-    except Unavailable as exc:
-        tried = exc.reason.split("tried ", 1)[-1]
+    except LibraryNotFound as exc:
+        tried = exc.tried
         names = ", ".join(f"TPU {c['chip']} at {c['bus_id']}" for c in chips)
         raise Unavailable(
             f"libtpu.so not found (tried {tried}), yet {len(chips)} TPU chip(s) exist ({names}): pip install libtpu"

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ...core.lazy import LazyTable
 from ...tosa.ir import Operator, Program, Tensor
 from ...tosa.operators import Op
 
@@ -37,22 +38,6 @@ class KernelContext(Protocol):
 
 
 Kernel = Callable[[KernelContext, Sequence[np.ndarray]], list[np.ndarray]]
-KERNELS: dict[Op, Kernel] = {}
-
-
-def kernel(*ops: Op) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the CPU kernel of ``ops``."""
-
-    def wrap(fn: Kernel) -> Kernel:
-        for op in ops:
-            if op in KERNELS:
-                raise RuntimeError(f"two CPU kernels for {op.name}")
-            KERNELS[op] = fn
-        return fn
-
-    return wrap
-
-
 _GROUP_MODULES = (
     "tensor",
     "activation",
@@ -70,20 +55,12 @@ _GROUP_MODULES = (
     "variable",
     "shape",
 )
-_loaded = False
+_TABLE: LazyTable[Op, Kernel] = LazyTable("CPU kernel", f"{__package__}.ops", _GROUP_MODULES)
+KERNELS = _TABLE.entries
+# ``@kernel(Op.X)``: register the decorated function as the CPU kernel of the given operators.
+kernel = _TABLE.register
 
 
 def kernel_for(op: Op) -> Kernel | None:
     """The kernel of ``op``; kernel modules are imported on first use."""
-    global _loaded
-    if not _loaded:
-        import importlib
-
-        for name in _GROUP_MODULES:
-            try:
-                importlib.import_module(f"{__package__}.ops.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{__package__}.ops.{name}":
-                    raise
-        _loaded = True
-    return KERNELS.get(op)
+    return _TABLE.get(op)

@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ...core.lazy import LazyTable
 from ..attributes import Attribute
 from ..dtypes import DType
 from ..operators import Op
@@ -73,22 +74,6 @@ class Context(Protocol):
 
 # A rule returns one shape per output (tuple of ints, -1 where unknown).
 Rule = Callable[[Context], list[tuple[int, ...]]]
-RULES: dict[Op, Rule] = {}
-
-
-def rule(*ops: Op) -> Callable[[Rule], Rule]:
-    """Register ``fn`` as the rule of ``ops`` (a group module decorates each of its rules)."""
-
-    def wrap(fn: Rule) -> Rule:
-        for op in ops:
-            if op in RULES:
-                raise RuntimeError(f"two rules for {op.name}")
-            RULES[op] = fn
-        return fn
-
-    return wrap
-
-
 _GROUP_MODULES = (
     "tensor",
     "activation",
@@ -107,20 +92,12 @@ _GROUP_MODULES = (
     "variable",
     "shape",
 )
-_loaded = False
+_TABLE: LazyTable[Op, Rule] = LazyTable("rule", __package__, _GROUP_MODULES)
+RULES = _TABLE.entries
+# ``@rule(Op.X)``: register the decorated function as the rule of the given operators.
+rule = _TABLE.register
 
 
 def rule_for(op: Op) -> Rule | None:
     """The rule of ``op``; group modules are imported on first use."""
-    global _loaded
-    if not _loaded:
-        import importlib
-
-        for name in _GROUP_MODULES:
-            try:
-                importlib.import_module(f"{__package__}.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{__package__}.{name}":
-                    raise
-        _loaded = True
-    return RULES.get(op)
+    return _TABLE.get(op)
