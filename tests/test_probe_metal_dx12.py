@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from fakes._build_other import build_shared
+from fakes.build import compile_shared
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -123,7 +123,7 @@ int fake_releases(void) { return releases; }
 
 @pytest.fixture(scope="module")
 def objc_path(tmp_path_factory):
-    return str(build_shared(FAKE_OBJC_C, tmp_path_factory.mktemp("objc"), "libfakeobjc.so"))
+    return str(compile_shared(FAKE_OBJC_C, tmp_path_factory.mktemp("objc"), "libfakeobjc.so"))
 
 
 @pytest.mark.skipif(sys.platform != "linux" or not sys.maxsize > 2**32, reason="fake runtime is 64-bit Linux C")
@@ -332,7 +332,7 @@ int fake_created(void) { return created; }
 
 @pytest.fixture(scope="module")
 def dxgi_path(tmp_path_factory):
-    return str(build_shared(FAKE_DXGI_C, tmp_path_factory.mktemp("dxgi"), "libfakedxgi.so"))
+    return str(compile_shared(FAKE_DXGI_C, tmp_path_factory.mktemp("dxgi"), "libfakedxgi.so"))
 
 
 @pytest.mark.skipif(sys.platform != "linux" or not sys.maxsize > 2**32, reason="fake DXGI is 64-bit Linux C")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fakes._build_other import FAKES, build_shared, run_c
+from fakes.build import FAKES, compile_shared, run_c
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -28,8 +28,8 @@ GIB = 1 << 30
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("nrt")
     return {
-        "nrt": build_shared(FAKES / "nrt_fake.c", out, "libnrt.so.1"),
-        "old": build_shared(FAKES / "nrt_fake.c", out, "libnrt-old.so.1", ["NO_VNC"]),
+        "nrt": compile_shared(FAKES / "nrt_fake.c", out, "libnrt.so.1"),
+        "old": compile_shared(FAKES / "nrt_fake.c", out, "libnrt-old.so.1", ["NO_VNC"]),
     }
 
 

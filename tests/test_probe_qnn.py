@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fakes._build_other import FAKES, build_shared, run_c
+from fakes.build import FAKES, compile_shared, run_c
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -26,9 +26,9 @@ from ironaccel.probe import qnn
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("qnn")
     return {
-        "htp": build_shared(FAKES / "qnn_fake.c", out, "libQnnHtpFake.so"),
-        "cpu": build_shared(FAKES / "qnn_fake.c", out, "libQnnCpuFake.so", ["FAKE_CPU_ONLY"]),
-        "empty": build_shared("int not_qnn = 1;\n", out, "libNotQnn.so"),
+        "htp": compile_shared(FAKES / "qnn_fake.c", out, "libQnnHtpFake.so"),
+        "cpu": compile_shared(FAKES / "qnn_fake.c", out, "libQnnCpuFake.so", ["FAKE_CPU_ONLY"]),
+        "empty": compile_shared("int not_qnn = 1;\n", out, "libNotQnn.so"),
     }
 
 

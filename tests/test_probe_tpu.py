@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from fakes._build_other import FAKES, build_shared, run_c
+from fakes.build import FAKES, compile_shared, run_c
 from ironaccel.core import (
     BackendKind,
     CapabilityFlags,
@@ -27,7 +27,7 @@ from ironaccel.probe import tpu
 
 @pytest.fixture(scope="module")
 def lib_path(tmp_path_factory):
-    return build_shared(FAKES / "pjrt_fake.c", tmp_path_factory.mktemp("pjrt"), "libtpu-fake.so")
+    return compile_shared(FAKES / "pjrt_fake.c", tmp_path_factory.mktemp("pjrt"), "libtpu-fake.so")
 
 
 @pytest.fixture

@@ -42,6 +42,26 @@ def build_shared(source: str, out_dir: Path, defines: Sequence[str] = ()) -> Pat
     return out
 
 
+def compile_shared(source: str | Path, out_dir: Path, name: str, defines: Sequence[str] = ()) -> Path:
+    """``source`` (a path, or C text) compiled with ``gcc -shared -fPIC`` into ``out_dir/name``."""
+    src = source if isinstance(source, Path) else out_dir / f"{name}.c"
+    if not isinstance(source, Path):
+        src.write_text(source)
+    out = out_dir / name
+    _run([gcc(), "-shared", "-fPIC", "-O1", "-Wall", "-o", str(out), str(src), *(f"-D{d}" for d in defines)])
+    return out
+
+
+def run_c(text: str, out_dir: Path, name: str) -> dict[str, int]:
+    """Compile and run a C program printing ``key value`` lines; the values as a dict."""
+    src = out_dir / f"{name}.c"
+    src.write_text(text)
+    exe = out_dir / name
+    _run([gcc(), "-O0", "-o", str(exe), str(src)])
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout
+    return {key: int(value) for key, value in (line.split() for line in out.splitlines() if line.strip())}
+
+
 def shared_object(source: str, defines: Sequence[str] = ()) -> Any:
     """A session-scoped fixture building ``tests/fakes/<source>`` once per test session."""
 
