@@ -19,43 +19,32 @@ API (import it from a test module: ``from tosa_fixtures import cts_dir, ...``):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import functools
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ironaccel.conformance import cts
+
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "cts"
 HELPER = Path(__file__).resolve().parent / "tools" / "run_reference_model.py"
-ENV_VAR = "IRONACCEL_TOSA_TOOLS_VENV"
-TOSA_VERSION = "1.0.2"
-
-
-def _is_tools_venv(path: Path) -> bool:
-    return (path / "bin" / "python").exists() and (path / "bin" / "tosa_verif_conformance_generator").exists()
+ENV_VAR = cts.ENV_VAR
+TOSA_VERSION = cts.TOSA_VERSION
 
 
 def tosa_tools_venv() -> Path | None:
     """The tosa-tools virtual environment: ``<repo>/.venv-tosa``, then ``$IRONACCEL_TOSA_TOOLS_VENV``."""
-    candidates = [REPO / ".venv-tosa"]
-    if os.environ.get(ENV_VAR):
-        candidates.append(Path(os.environ[ENV_VAR]))
-    for path in candidates:
-        if _is_tools_venv(path):
-            return path
-    return None
+    try:
+        return cts.find_tools()
+    except cts.ToolsNotFound:
+        return None
 
 
 def require_tosa_tools() -> Path:
@@ -65,86 +54,16 @@ def require_tosa_tools() -> Path:
     return venv
 
 
-def site_packages(venv: Path) -> Path:
-    found = sorted((venv / "lib").glob("python3*/site-packages"))
-    if not found:
-        raise FileNotFoundError(f"no site-packages under {venv}")
-    return found[-1]
-
-
-def tools_version(venv: Path) -> str:
-    dists = sorted(site_packages(venv).glob("tosa_tools-*.dist-info"))
-    return dists[-1].name.removeprefix("tosa_tools-").removesuffix(".dist-info") if dists else "unknown"
-
-
-def schema_path(venv: Path | None = None) -> Path:
-    """tosa-tools' official ``tosa.fbs``."""
-    return site_packages(venv or require_tosa_tools()) / "bin" / "tosa.fbs"
-
-
-def _env(venv: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("PYTHONPATH", None)
-    return env
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+site_packages = cts.site_packages
+tools_version = cts.tools_version
+_env = cts.tools_env
 
 
 def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int = 2) -> Path:
-    """Conformance tests for ``operators`` (binary .tosa, TOSA 1.0.2) generated once and cached on disk.
-
-    ``profile`` is ``tosa-pro-int`` or ``tosa-pro-fp``; ``extensions`` are generator names such as
-    ``tosa-ext-bf16``. The cache key covers the arguments and the tosa-tools version. Returns the output
-    directory (tests sit under ``operators/<group>/<op>/<test>/``).
-    """
-    return _cts_dir(profile, tuple(sorted(operators)), tuple(sorted(extensions)), jobs)
-
-
-@functools.cache
-def _cts_dir(profile: str, ops: tuple[str, ...], exts: tuple[str, ...], jobs: int) -> Path:
-    venv = require_tosa_tools()
-    spec = {
-        "profile": profile,
-        "operators": ops,
-        "extensions": exts,
-        "tosa": TOSA_VERSION,
-        "tools": tools_version(venv),
-    }
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    root = CACHE / f"{profile}-{'-'.join(ops)[:48]}-{key}"
-    with _locked(CACHE / f".{root.name}.lock"):
-        if (root / ".complete").exists():
-            return root
-        shutil.rmtree(root, ignore_errors=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=CACHE))
-        try:
-            command = [
-                str(venv / "bin" / "tosa_verif_conformance_generator"),
-                *("--profile", profile, "--tosa-version", TOSA_VERSION, "--output-type", "binary"),
-                *("--output-directory", str(work / "out"), "--build-directory", str(work / "build")),
-                *("-j", str(jobs), "--operators", *ops),
-                *(("--extension", *exts) if exts else ()),
-            ]
-            done = subprocess.run(command, cwd=work, env=_env(venv), capture_output=True, text=True, timeout=3600)
-            if done.returncode != 0 or not (work / "out").is_dir():
-                raise RuntimeError(
-                    f"CTS generation failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-4000:]}"
-                )
-            (work / "out").rename(root)
-            (root / ".complete").write_text(json.dumps(spec))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return root
+    """Conformance tests for ``operators`` (binary .tosa, TOSA 1.0.2) generated once and cached in
+    ``<repo>/.cache/cts`` (see :func:`ironaccel.conformance.cts.generate`)."""
+    require_tosa_tools()
+    return cts.generate(profile, operators, tuple(extensions), cache=CACHE, jobs=jobs).root
 
 
 def cts_tests(root: Path) -> list[Path]:

@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "list the devices, then run the bundled model on the best device and the CPU"),
     "validate": ("validate", "check .tosa files against the TOSA 1.0 specification for a target"),
     "inspect": ("inspect", "show what a .tosa file holds: version, blocks, operators and tensors"),
+    "conformance": ("conformance", "judge a device by Arm's TOSA conformance suite and write a report"),
 }
 
 

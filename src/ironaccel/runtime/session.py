@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
+from ..tosa.target import Target
 from .accelerator import Accelerator
 from .backends import AUTO_ORDER, factory
 from .event import EventState
@@ -124,7 +125,9 @@ class Executable:
                     acc.free_buffer(buf)
 
     def close(self) -> None:
-        self.device.accelerator.unload_program(self.program)
+        """Unload the program; later calls do nothing."""
+        if self.device._forget(self):
+            self.device.accelerator.unload_program(self.program)
 
 
 class Device:
@@ -138,24 +141,38 @@ class Device:
         self.context = accelerator.create_context()
         self.queue = accelerator.create_queue(self.context)
         self._executables: list[Executable] = []
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Device {self.name}: {self.info.name}>"
 
-    def compile(self, source: Any, resident_bytes: int | None = None) -> Executable:
-        """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program."""
+    def compile(self, source: Any, resident_bytes: int | None = None, target: Target | None = None) -> Executable:
+        """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program.
+
+        ``target`` (profiles, extensions, level) restricts what the program may use; None checks it
+        against all of TOSA 1.0 with no level limits."""
         payload = _payload(source)
         bound = resident_bytes if resident_bytes is not None else 4 * len(payload) + (1 << 20)
-        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound))
+        words = target.encode() if target is not None else ()
+        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words))
         exe = Executable(self, program)
-        self._executables.append(exe)
+        with self._lock:
+            self._executables.append(exe)
         return exe
+
+    def _forget(self, exe: Executable) -> bool:
+        with self._lock:
+            if exe in self._executables:
+                self._executables.remove(exe)
+                return True
+            return False
 
     def close(self) -> None:
         acc = self.accelerator
-        for exe in self._executables:
+        with self._lock:
+            executables = list(self._executables)
+        for exe in executables:
             exe.close()
-        self._executables.clear()
         acc.destroy_queue(self.queue)
         acc.destroy_context(self.context)
 

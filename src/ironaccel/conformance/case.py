@@ -1,0 +1,81 @@
+"""One conformance test directory run on one device, through the public API.
+
+A test directory holds ``desc.json`` (program file, input / output names and files, the profiles and
+extensions it needs, whether an ERROR_IF is expected), the ``.tosa`` program and ``input-N.npy`` files.
+:func:`run_case` validates the program against the test's own target at level 8K, loads it through
+:meth:`Device.compile` (validation, admission, load), runs it and writes each output where ``desc.json``
+says, in the form the suite's verifier reads. It never raises for a test's content: every outcome is a
+:class:`CaseResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import IronAccelError
+from ..tosa.codec import read
+from ..tosa.errors import FormatError, LoweringError, ValidationError
+from ..tosa.target import Target
+from . import npy
+
+
+class Status(enum.Enum):
+    VALID = "valid"  # ran; outputs written
+    ERROR = "error"  # an ERROR_IF rule refused the program (or its data)
+    UNPREDICTABLE = "unpredictable"  # a REQUIRE condition does not hold
+    UNSUPPORTED = "unsupported"  # valid, but the device does not admit it
+    FAILED = "failed"  # anything else: unreadable file, backend failure
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseResult:
+    status: Status
+    message: str = ""
+
+
+def read_desc(test: Path) -> dict[str, Any]:
+    return json.loads((test / "desc.json").read_text())
+
+
+def target_of(desc: dict[str, Any], level: str = "8k") -> Target:
+    """The target a test is written for: the profiles it lists and the extensions it requires."""
+    needs = desc.get("test_requirements", {})
+    return Target.of(needs.get("profiles_supported", []), needs.get("extensions_required", []), level)
+
+
+def _refusal(exc: Exception) -> CaseResult:
+    if isinstance(exc, ValidationError):
+        return CaseResult(Status.UNPREDICTABLE if exc.unpredictable else Status.ERROR, str(exc))
+    if isinstance(exc, LoweringError):
+        return CaseResult(Status.UNSUPPORTED, str(exc))
+    return CaseResult(Status.FAILED, f"{type(exc).__name__}: {exc}")
+
+
+def run_case(device: Any, test: Path, desc: dict[str, Any] | None = None, *, level: str = "8k") -> CaseResult:
+    """Run the test in directory ``test`` on ``device`` (an ``ironaccel.Device``); outputs go to its files."""
+    desc = desc if desc is not None else read_desc(test)
+    try:
+        payload = (test / desc["tosa_file"]).read_bytes()
+        block = read(payload).main
+        given = dict(zip(desc["ifm_name"], desc["ifm_file"], strict=True))
+        inputs = [npy.load(test / given[name], block.tensor(name).dtype) for name in block.inputs]
+    except (OSError, KeyError, ValueError, FormatError) as exc:
+        return CaseResult(Status.FAILED, f"unreadable test: {type(exc).__name__}: {exc}")
+    try:
+        exe = device.compile(payload, target=target_of(desc, level))
+    except (ValidationError, LoweringError, IronAccelError) as exc:
+        return _refusal(exc)
+    try:
+        outputs = exe(*inputs)
+    except Exception as exc:  # noqa: BLE001 - a data-dependent refusal or a backend failure, reported
+        return _refusal(exc)
+    finally:
+        exe.close()
+    files = dict(zip(desc["ofm_name"], desc["ofm_file"], strict=True))
+    for name, value in zip(block.outputs, outputs, strict=True):
+        npy.save(test / files[name], value, block.tensor(name).dtype)
+    return CaseResult(Status.VALID)
