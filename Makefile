@@ -46,6 +46,12 @@ gpu-check:
 clean:
 	rm -rf $(VENV) $(TOSA_VENV) build .pytest_cache
 
+# make conformance - Arm's whole TOSA 1.0.2 suite (PRO-INT, PRO-FP, every 1.0 extension) on DEVICE (default cpu);
+# the suite is generated once into .cache/cts; the report lands in conformance-report/
+.PHONY: conformance
+conformance: venv tosa-tools
+	$(VENV)/bin/ironaccel conformance --device $${DEVICE:-cpu} --cache .cache/cts --report conformance-report
+
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa
 fuzz-tosa: venv

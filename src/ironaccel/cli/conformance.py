@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.extension:
         extensions = [e for e in args.extension if e.lower() != "none"]
     jobs = args.jobs or runner.default_jobs()
-    selected: list[runner.TestInfo] = []
+    selected: list[runner.CaseInfo] = []
     for profile in profiles:
         with console.status(f"{profile}: generating the suite with tosa-tools (cached after the first time)"):
             suite = cts.generate(

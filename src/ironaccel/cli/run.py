@@ -1,4 +1,10 @@
-"""``ironaccel run PATH -i x.npy [-i ...] -o OUT [--device SPEC] [--compare cpu]``."""
+"""``ironaccel run PATH -i x.npy [-i ...] -o OUT [--device SPEC] [--compare cpu]``.
+
+PATH is a .tosa file, or a conformance-suite test directory (its desc.json names the program and the
+input files, so no ``-i`` is needed). Inputs may be in IronAccel's storage dtypes or in the forms the
+TOSA tools use for types numpy lacks (bf16 / fp8 as raw void or uint8); outputs are written in the
+latter, so any numpy can read them and the reference model's tools can compare them.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("program", help="a .tosa file")
+    parser.add_argument("program", help="a .tosa file, or a conformance test directory holding desc.json")
     parser.add_argument("-i", "--input", action="append", default=[], metavar="NPY", help="input array, in order")
     parser.add_argument("-o", "--output", metavar="OUT", help="a .npy file for one output, a directory for several")
     parser.add_argument("--device", default="auto", help="cpu, vulkan, vulkan:N or auto (default)")
@@ -18,26 +24,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def _load_inputs(paths: list[str]) -> list:
-    import numpy as np
+def _program_and_inputs(program: str, inputs: list[str]) -> tuple[Path, list[Path]]:
+    """A test directory stands for its program and its inputs (by the block's input names)."""
+    path = Path(program)
+    if not path.is_dir():
+        return path, [Path(p) for p in inputs]
+    desc_file = path / "desc.json"
+    if not desc_file.exists():
+        raise ValueError(f"{path} is a directory without desc.json: give a .tosa file or a conformance test")
+    desc = json.loads(desc_file.read_text())
+    if inputs:
+        return path / desc["tosa_file"], [Path(p) for p in inputs]
+    from ..tosa.codec import read
 
-    return [np.load(p, allow_pickle=False) for p in paths]
+    tosa = path / desc["tosa_file"]
+    files = dict(zip(desc["ifm_name"], desc["ifm_file"], strict=True))
+    names = read(tosa.read_bytes()).main.inputs
+    missing = [n for n in names if n not in files]
+    if missing:
+        raise ValueError(f"{desc_file} names no file for input(s) {', '.join(missing)}")
+    return tosa, [path / files[n] for n in names]
 
 
-def _save(outputs: list, out: str | None) -> list[str]:
-    import numpy as np
+def _load_inputs(paths: list[Path], specs: tuple) -> list:
+    from ..conformance import npy
+
+    if len(paths) != len(specs):
+        wanted = ", ".join(str(s) for s in specs) or "none"
+        raise ValueError(f"the program takes {len(specs)} input(s) ({wanted}); {len(paths)} given")
+    return [npy.load(p, spec.dtype) for p, spec in zip(paths, specs, strict=True)]
+
+
+def _save(outputs: list, specs: tuple, out: str | None) -> list[str]:
+    from ..conformance import npy
 
     if not out:
         return []
     path = Path(out)
     if len(outputs) == 1 and path.suffix == ".npy":
-        np.save(path, outputs[0])
+        npy.save(path, outputs[0], specs[0].dtype)
         return [str(path)]
     path.mkdir(parents=True, exist_ok=True)
     written = []
-    for i, value in enumerate(outputs):
+    for i, (value, spec) in enumerate(zip(outputs, specs, strict=True)):
         p = path / f"output-{i}.npy"
-        np.save(p, value)
+        npy.save(p, value, spec.dtype)
         written.append(str(p))
     return written
 
@@ -67,19 +98,20 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import IronAccelError
 
     try:
-        inputs = _load_inputs(args.input)
+        program, input_paths = _program_and_inputs(args.program, args.input)
         with open_device(args.device) as dev:
-            exe = dev.compile(args.program)
+            exe = dev.compile(program)
+            inputs = _load_inputs(input_paths, exe.inputs)
             start = time.perf_counter()
             outputs = exe(*inputs)
             seconds = time.perf_counter() - start
             report: dict = {"device": dev.info.name, "why": dev.why, "seconds": seconds}
-            report["written"] = _save(outputs, args.output)
+            report["written"] = _save(outputs, exe.outputs, args.output)
         if args.compare:
             with open_device(args.compare) as ref:
-                other = ref.compile(args.program)(*inputs)
+                other = ref.compile(program)(*inputs)
                 report["compare"] = {"device": ref.info.name, "outputs": compare(outputs, other)}
-    except (IronAccelError, OSError, ValueError) as exc:
+    except (IronAccelError, OSError, ValueError, KeyError) as exc:
         print(f"ironaccel run: {exc}", file=sys.stderr)
         return 1
     if args.json:

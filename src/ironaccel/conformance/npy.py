@@ -14,17 +14,25 @@ import numpy as np
 from ..tosa.dtypes import DType
 
 _VOID_LE = (DType.BF16, DType.FP8E4M3)
+_RAW = (DType.BF16, DType.FP8E4M3, DType.FP8E5M2)  # numpy has no such types: files hold their bits
 
 
 def load(path: Path, dtype: DType) -> np.ndarray:
-    """An array from a suite ``.npy`` file, in IronAccel's storage dtype for ``dtype``."""
+    """An array from a suite ``.npy`` file, in IronAccel's storage dtype for ``dtype``.
+
+    Raw forms of the same width are reinterpreted; integers are widened or narrowed only when every
+    value survives; anything else is a ValueError naming both types (never a silent conversion)."""
     array = np.load(path, allow_pickle=False)
     storage = dtype.numpy
     if array.dtype == storage:
         return array
-    if array.dtype.kind in "uV" and array.dtype.itemsize == storage.itemsize:
+    if dtype in _RAW and array.dtype.kind in "uV" and array.dtype.itemsize == storage.itemsize:
         return array.view(storage)
-    return array.astype(storage)
+    if array.dtype.kind in "iub" and storage.kind in "iub":
+        converted = array.astype(storage)
+        if np.array_equal(converted.astype(array.dtype), array):
+            return converted
+    raise ValueError(f"{path}: holds {array.dtype} values, which are not {dtype} ({storage})")
 
 
 def save(path: Path, value: np.ndarray, dtype: DType) -> None:

@@ -29,7 +29,7 @@ _SKIP = re.compile(r"^Skipping .* test (\S+)$")
 
 
 @dataclasses.dataclass(frozen=True)
-class TestInfo:
+class CaseInfo:
     """What the report needs to know of one test, from its desc.json."""
 
     path: Path
@@ -39,7 +39,7 @@ class TestInfo:
     output_types: tuple[str, ...]
 
     @classmethod
-    def of(cls, path: Path) -> TestInfo:
+    def of(cls, path: Path) -> CaseInfo:
         desc = read_desc(path)
         details = desc.get("test_details", {})
         needs = desc.get("test_requirements", {})
@@ -54,7 +54,7 @@ class TestInfo:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    info: TestInfo
+    info: CaseInfo
     passed: bool
     skipped: bool = False
     message: str = ""
@@ -69,7 +69,7 @@ def select(
     test_type: str = "both",
     per_operator: int | None = None,
     seed: int = 0,
-) -> list[TestInfo]:
+) -> list[CaseInfo]:
     """Tests to run: of these ``operators`` (all when empty), needing only ``extensions`` (names without
     ``tosa-ext-``; None allows all), positive / negative / both; at most ``per_operator`` per operator,
     chosen so that every (output type, polarity) of an operator is present before repeats."""
@@ -77,7 +77,7 @@ def select(
     allowed = None if extensions is None else {e.lower().removeprefix("tosa-ext-") for e in extensions}
     chosen = []
     for path in tests:
-        info = TestInfo.of(path)
+        info = CaseInfo.of(path)
         if wanted_ops and info.operator not in wanted_ops:
             continue
         if allowed is not None and not set(info.extensions) <= allowed:
@@ -88,13 +88,13 @@ def select(
     if per_operator is None:
         return chosen
     rng = random.Random(seed)
-    by_op: dict[str, dict[tuple, list[TestInfo]]] = defaultdict(lambda: defaultdict(list))
+    by_op: dict[str, dict[tuple, list[CaseInfo]]] = defaultdict(lambda: defaultdict(list))
     for info in chosen:
         by_op[info.operator][(info.output_types, info.negative)].append(info)
     picked = []
     for kinds in by_op.values():
         pools = [rng.sample(v, len(v)) for _, v in sorted(kinds.items(), key=lambda kv: repr(kv[0]))]
-        take: list[TestInfo] = []
+        take: list[CaseInfo] = []
         while len(take) < per_operator and any(pools):
             for pool in pools:
                 if pool and len(take) < per_operator:
@@ -112,7 +112,7 @@ def _package_path(scratch: Path) -> Path:
 
 
 def run(
-    tests: Sequence[TestInfo],
+    tests: Sequence[CaseInfo],
     *,
     device: str,
     venv: Path,
@@ -172,7 +172,7 @@ def _read_xunit(path: Path) -> dict[str, Outcome]:
             failure = case.find("failure")
             skipped = case.find("skipped") is not None
             message = (failure.text or "failed") if failure is not None else ""
-            info = TestInfo(Path(name), "", False, (), ())
+            info = CaseInfo(Path(name), "", False, (), ())
             seconds = float(case.get("time") or 0)
             verdicts[name] = Outcome(info, failure is None, skipped, message.strip(), seconds)
     return verdicts

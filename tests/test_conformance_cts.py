@@ -1,0 +1,211 @@
+"""The conformance harness: one test case through the public API, test selection, the suite's .npy forms,
+reports, and (with tosa-tools) ``ironaccel conformance`` over a bounded subset of Arm's suite.
+
+The bounded subset is what ``make test`` runs: the whole PRO-INT suite is generated (a few minutes, cached
+in ``.cache/cts``) and a few tests of every operator, positive and negative, go through Arm's runner with
+our system under test. ``make conformance`` runs everything.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ironaccel
+from ironaccel.cli.main import main as cli
+from ironaccel.conformance import npy
+from ironaccel.conformance.case import Status, run_case
+from ironaccel.conformance.report import Report
+from ironaccel.conformance.runner import Outcome, CaseInfo, select
+from ironaccel.tosa import DType, write
+from ironaccel.tosa.builder import ProgramBuilder
+from tosa_fixtures import CACHE, require_tosa_tools
+
+pytest.importorskip("ironaccel.backends.cpu.accelerator")
+
+
+def _case_dir(tmp: Path, program, inputs: list[np.ndarray], *, negative: bool = False, needs=("tosa-pro-fp",)) -> Path:
+    test = tmp / "case"
+    test.mkdir()
+    (test / "test.tosa").write_bytes(write(program))
+    block = program.main
+    for i, value in enumerate(inputs):
+        npy.save(test / f"input-{i}.npy", value, block.tensor(block.inputs[i]).dtype)
+    desc = {
+        "tosa_file": "test.tosa",
+        "ifm_name": list(block.inputs),
+        "ifm_file": [f"input-{i}.npy" for i in range(len(inputs))],
+        "ofm_name": list(block.outputs),
+        "ofm_file": [f"result-{i}.npy" for i in range(len(block.outputs))],
+        "expected_failure": negative,
+        "test_requirements": {"profiles_supported": list(needs)},
+        "test_details": {"operator": "ADD", "output_types": ["FP32"]},
+    }
+    (test / "desc.json").write_text(json.dumps(desc))
+    return test
+
+
+def _add_program(dtype: str = "fp32", shape=(2, 3)):
+    b = ProgramBuilder()
+    x = b.input("x", shape, dtype)
+    y = b.input("y", shape, dtype)
+    b.output(b.add(x, y))
+    return b.build()
+
+
+def test_case_runs_through_the_public_api_and_writes_outputs(tmp_path):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    test = _case_dir(tmp_path, _add_program(), [x, 2 * x])
+    with ironaccel.open("cpu") as dev:
+        result = run_case(dev, test)
+        assert result.status is Status.VALID, result.message
+        assert dev.accelerator.live_resources()["program"] == 0  # the case unloads what it loaded
+    np.testing.assert_array_equal(np.load(test / "result-0.npy"), 3 * x)
+
+
+def test_case_reports_an_error_if_for_the_tests_own_target(tmp_path):
+    # An fp32 ADD needs PRO-FP: a test that claims only PRO-INT is refused by the ERROR_IF on the profile.
+    x = np.ones((2, 3), np.float32)
+    test = _case_dir(tmp_path, _add_program(), [x, x], negative=True, needs=("tosa-pro-int",))
+    with ironaccel.open("cpu") as dev:
+        result = run_case(dev, test)
+    assert result.status is Status.ERROR
+    assert "ADD" in result.message
+    assert not (test / "result-0.npy").exists()
+
+
+def test_case_reports_an_unreadable_test_without_raising(tmp_path):
+    test = _case_dir(tmp_path, _add_program(), [np.ones((2, 3), np.float32)] * 2)
+    (test / "test.tosa").write_bytes(b"TOSA but not really")
+    with ironaccel.open("cpu") as dev:
+        result = run_case(dev, test)
+    assert result.status is Status.FAILED
+    assert "unreadable" in result.message
+
+
+@pytest.mark.parametrize(
+    ("dtype", "descr"),
+    [(DType.BF16, "<V2"), (DType.FP8E4M3, "<V1"), (DType.FP8E5M2, "|u1"), (DType.INT48, "<i8"), (DType.FP16, "<f2")],
+)
+def test_npy_forms_round_trip_every_bit_pattern(tmp_path, dtype, descr):
+    size = dtype.numpy.itemsize
+    patterns = np.arange(256 if size == 1 else 65536, dtype=np.uint8 if size == 1 else np.uint16)
+    if dtype is DType.INT48:
+        value = np.array([-(2**47), -1, 0, 1, 2**47 - 1], np.int64)
+    else:
+        value = patterns.view(dtype.numpy)
+    path = tmp_path / "v.npy"
+    npy.save(path, value, dtype)
+    assert f"'descr': '{descr}'" in path.read_bytes()[:128].decode("latin-1")
+    back = npy.load(path, dtype)
+    assert back.dtype == dtype.numpy
+    assert back.tobytes() == value.tobytes()
+
+
+def _info(op: str, types: tuple[str, ...], negative: bool, n: int, ext=()) -> CaseInfo:
+    return CaseInfo(Path(f"/cts/{op.lower()}_{n}"), op, negative, tuple(ext), types)
+
+
+def test_select_covers_every_output_type_and_polarity_before_repeating(tmp_path, monkeypatch):
+    infos = [_info("CAST", (t,), neg, i) for i, (t, neg) in enumerate([("INT8", False)] * 9 + [("FP16", False)] * 3)]
+    infos += [_info("CAST", ("INT8",), True, 100 + i) for i in range(4)]
+    infos += [_info("ADD", ("INT32",), False, 200 + i, ext=("int16",)) for i in range(3)]
+    by_path = {i.path: i for i in infos}
+    monkeypatch.setattr(CaseInfo, "of", classmethod(lambda cls, path: by_path[path]))
+    picked = select(by_path, per_operator=3)
+    cast = [i for i in picked if i.operator == "CAST"]
+    assert len(cast) == 3
+    assert {(i.output_types, i.negative) for i in cast} == {(("INT8",), False), (("FP16",), False), (("INT8",), True)}
+    assert not [i for i in select(by_path, extensions=["bf16"]) if i.operator == "ADD"]
+    assert len(select(by_path, extensions=["tosa-ext-int16"], operators=["add"])) == 3
+    assert all(i.negative for i in select(by_path, test_type="negative"))
+
+
+def test_report_counts_tables_and_junit():
+    outcomes = [
+        Outcome(_info("ADD", ("FP32",), False, 1), True, seconds=0.5),
+        Outcome(_info("ADD", ("FP32",), True, 2), True),
+        Outcome(_info("CONV2D", ("BF16",), False, 3, ext=("bf16",)), False, message="NOT COMPLIANT\ndetail"),
+        Outcome(_info("CONV2D", ("FP32",), False, 4), False, skipped=True, message="filtered"),
+    ]
+    report = Report("cpu", "TOSA conformance: cpu", outcomes)
+    totals = report.totals()
+    assert (totals["positive"].passed, totals["positive"].failed, totals["positive"].skipped) == (1, 1, 1)
+    assert (totals["negative"].passed, totals["negative"].run) == (1, 1)
+    assert (totals["bf16 positive"].passed, totals["bf16 positive"].run) == (0, 1)
+    assert not report.ok
+    text = report.markdown()
+    assert "| CONV2D ✗ | BF16 | 0 / 1 | - |" in text
+    assert "`conv2d_3` (CONV2D, BF16): NOT COMPLIANT" in text
+    suites = {s.get("name"): s for s in ET.fromstring(report.junit()).iter("testsuite")}
+    assert suites["CONV2D"].get("failures") == "1" and suites["CONV2D"].get("skipped") == "1"
+    assert suites["ADD"].get("tests") == "2" and suites["ADD"].get("failures") == "0"
+
+
+def test_conformance_command_explains_missing_tools(tmp_path, capsys):
+    code = cli(["conformance", "--tosa-tools", str(tmp_path / "nowhere"), "--report", str(tmp_path / "r")])
+    assert code == 2
+    assert "tosa-tools not found" in capsys.readouterr().err
+
+
+@pytest.mark.tosa_tools
+def test_bounded_subset_of_the_suite_passes_on_cpu(tmp_path):
+    """Every PRO-INT operator (and extension) at least twice, negatives included, through Arm's runner."""
+    require_tosa_tools()
+    report = tmp_path / "report"
+    code = cli(
+        [
+            *("conformance", "--device", "cpu", "--profile", "pro-int", "--per-operator", "3"),
+            *("--cache", str(CACHE), "--report", str(report), "-j", "2"),
+        ]
+    )
+    text = (report / "report.md").read_text()
+    assert code == 0, text[text.find("## Failures") :][:3000]
+    cases = list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
+    operators = {c.get("classname") for c in cases}
+    assert len(operators) >= 40  # every operator of PRO-INT and its extensions
+    assert "| negative (rejected) |" in text
+
+
+def test_npy_load_refuses_lossy_conversions(tmp_path):
+    path = tmp_path / "v.npy"
+    np.save(path, np.array([1.5, 2.0], np.float32))
+    with pytest.raises(ValueError, match="(?i)not int32"):
+        npy.load(path, DType.INT32)
+    np.save(path, np.array([300], np.int32))
+    with pytest.raises(ValueError, match="(?i)not int8"):
+        npy.load(path, DType.INT8)
+    np.save(path, np.array([-3, 7], np.int32))
+    assert npy.load(path, DType.INT4).tolist() == [-3, 7]
+    np.save(path, np.array([0x3F80], np.uint16))
+    assert npy.load(path, DType.BF16).astype(np.float32).tolist() == [1.0]
+
+
+# The same selection as the codec round-trip tests, so the cache entry is shared.
+FP_SET = ("tosa-pro-fp", ("add", "const", "matmul"), ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2"))
+
+
+@pytest.mark.tosa_tools
+def test_run_command_takes_a_suite_test_directory(tmp_path, capsys):
+    from tosa_fixtures import cts_dir, cts_tests
+
+    tests = cts_tests(cts_dir(*FP_SET))
+    bf16 = next(
+        t
+        for t in tests
+        if json.loads((t / "desc.json").read_text())["test_details"].get("output_types") == ["BF16"]
+        and not json.loads((t / "desc.json").read_text())["expected_failure"]
+    )
+    out = tmp_path / "out.npy"
+    assert cli(["run", str(bf16), "--device", "cpu", "--compare", "cpu", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "0 differing elements" in printed
+    assert "'descr': '<V2'" in out.read_bytes()[:128].decode("latin-1")
+    desc = json.loads((bf16 / "desc.json").read_text())
+    assert list(npy.load(out, DType.BF16).shape) == desc["test_details"]["output_shapes"][0]
+    assert npy.load(out, DType.BF16).dtype == ml_dtypes.bfloat16
