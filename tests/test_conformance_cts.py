@@ -21,7 +21,7 @@ from ironaccel.cli.main import main as cli
 from ironaccel.conformance import npy
 from ironaccel.conformance.case import Status, run_case
 from ironaccel.conformance.report import Report
-from ironaccel.conformance.runner import Outcome, CaseInfo, select
+from ironaccel.conformance.runner import CaseInfo, Outcome, select
 from ironaccel.tosa import DType, write
 from ironaccel.tosa.builder import ProgramBuilder
 from tosa_fixtures import CACHE, require_tosa_tools
@@ -175,10 +175,10 @@ def test_bounded_subset_of_the_suite_passes_on_cpu(tmp_path):
 def test_npy_load_refuses_lossy_conversions(tmp_path):
     path = tmp_path / "v.npy"
     np.save(path, np.array([1.5, 2.0], np.float32))
-    with pytest.raises(ValueError, match="(?i)not int32"):
+    with pytest.raises(ValueError, match=r"(?i)not int32"):
         npy.load(path, DType.INT32)
     np.save(path, np.array([300], np.int32))
-    with pytest.raises(ValueError, match="(?i)not int8"):
+    with pytest.raises(ValueError, match=r"(?i)not int8"):
         npy.load(path, DType.INT8)
     np.save(path, np.array([-3, 7], np.int32))
     assert npy.load(path, DType.INT4).tolist() == [-3, 7]
