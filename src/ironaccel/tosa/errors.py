@@ -22,7 +22,9 @@ class ValidationError(InvalidArgument):
     """The program breaks a rule of the specification (an ERROR_IF, a profile or level rule).
 
     ``unpredictable`` is True when the rule is a REQUIRE condition: the specification then leaves the
-    result unpredictable rather than making the program an error.
+    result unpredictable rather than making the program an error. ``level`` marks a LEVEL_CHECK (a
+    limit of the target's level, such as MAX_RANK); the specification makes those unpredictable too,
+    and loaders refuse them as errors, as the reference model does.
     """
 
     def __init__(
@@ -34,8 +36,10 @@ class ValidationError(InvalidArgument):
         tensor: str | None = None,
         block: str | None = None,
         unpredictable: bool = False,
+        level: bool = False,
     ) -> None:
         self.rule = rule
+        self.level = level
         self.op_index = op_index
         self.op = op
         self.tensor = tensor

@@ -77,9 +77,17 @@ class OperatorContext:
     def const(self, index: int) -> np.ndarray | None:
         return self.consts[index] if 0 <= index < len(self.consts) else None
 
-    def error(self, rule: str, tensor: str | None = None, unpredictable: bool = False) -> ValidationError:
+    def error(
+        self, rule: str, tensor: str | None = None, unpredictable: bool = False, level: bool = False
+    ) -> ValidationError:
         return ValidationError(
-            rule, op_index=self.index, op=self.op.name, tensor=tensor, block=self.block, unpredictable=unpredictable
+            rule,
+            op_index=self.index,
+            op=self.op.name,
+            tensor=tensor,
+            block=self.block,
+            unpredictable=unpredictable or level,
+            level=level,
         )
 
     def error_if(self, condition: bool, rule: str, tensor: str | None = None) -> None:
@@ -89,6 +97,10 @@ class OperatorContext:
     def require(self, condition: bool, rule: str, tensor: str | None = None) -> None:
         if not condition:
             raise self.error(rule, tensor, unpredictable=True)
+
+    def level_check(self, condition: bool, rule: str, tensor: str | None = None) -> None:
+        if not condition:
+            raise self.error(rule, tensor, level=True)
 
 
 def _assign(args: Sequence[Argument], items: Sequence) -> list[tuple[Argument, list]] | None:
@@ -119,7 +131,7 @@ def _check_ranks(ctx: OperatorContext, pairs: Sequence[tuple[Argument, list[Tens
             lo, hi, hi_is_level = bounds  # type: ignore[misc]
             ok = lo <= t.rank and (t.rank <= hi or hi_is_level)
             ctx.error_if(not ok, f"{arg.name} must have rank {lo}" + (f"..{hi}" if hi != lo else ""), t.name)
-            ctx.require(t.rank <= hi, f"level {ctx.level.name}: {arg.name} rank {t.rank} exceeds {hi}", t.name)
+            ctx.level_check(t.rank <= hi, f"level {ctx.level.name}: {arg.name} rank {t.rank} exceeds {hi}", t.name)
 
 
 def _unify(ctx: OperatorContext, pairs: Sequence[tuple[Argument, list[TensorType]]]) -> dict:
@@ -222,7 +234,7 @@ def _check_levels(ctx: OperatorContext, spec: OperatorSpec, env: dict, level: Le
             value = expr.evaluate(values, exact=True)
             bound = getattr(level, limit.lower())
             if value is not None:
-                ctx.require(value <= bound, f"level {level.name}: {expr.text} = {value} exceeds {limit} = {bound}")
+                ctx.level_check(value <= bound, f"level {level.name}: {expr.text} = {value} exceeds {limit} = {bound}")
 
 
 def infer(
@@ -373,7 +385,7 @@ def _check_tensor(v: _Validator, t: Tensor, where: dict) -> None:
     size = int(np.prod(t.shape, dtype=object)) * max(1, (t.dtype.bits + 7) // 8)
     if size >= 1 << v.level.max_log2_size:
         rule = f"level {v.level.name}: {size} bytes exceed 2^{v.level.max_log2_size} - 1 (MAX_LOG2_SIZE)"
-        v.report(ValidationError(rule, tensor=t.name, unpredictable=True, **where))
+        v.report(ValidationError(rule, tensor=t.name, unpredictable=True, level=True, **where))
 
 
 def _check_graphs(v: _Validator, ctx: OperatorContext, op: Operator, depth: int, stack: tuple, blocks: dict) -> list:

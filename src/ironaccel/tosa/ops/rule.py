@@ -71,6 +71,10 @@ class Context(Protocol):
         """REQUIRE: raise ValidationError(unpredictable=True) when ``condition`` does NOT hold."""
         ...
 
+    def level_check(self, condition: bool, rule: str, tensor: str | None = None) -> None:
+        """LEVEL_CHECK: raise ValidationError(level=True) when the level's limit does NOT hold."""
+        ...
+
 
 # A rule returns one shape per output (tuple of ints, -1 where unknown).
 Rule = Callable[[Context], list[tuple[int, ...]]]
