@@ -2,8 +2,8 @@
 (ERROR_IF) test is refused.
 
 Operators: the data-layout, scatter/gather, image, type-conversion, data-node and control-flow groups.
-The default run checks a few sets (one of them shared with the codec tests, so usually cached); ``-m slow``
-checks every conformance test of these operators for both profiles.
+The default run checks a few sets (one of them shared with the codec tests, so usually cached); the whole
+suite of both profiles is judged by ``-m slow`` in test_tosa_cts_validate.py.
 
 The target enables both profiles, every extension the tests use and level 8K (the level the conformance
 suite is written for: its "WrongRank" tests use rank 7 and 8). Both profiles, because the generator's
@@ -43,10 +43,6 @@ DEFAULT_SETS = {
     "int-rules": ("tosa-pro-int", ("rescale", "pad", "concat", "transpose", "reshape", "reverse"), INT_EXT),
     "fp-rules": ("tosa-pro-fp", ("resize", "gather", "scatter", "cast"), FP_EXT),
 }
-SLOW_SETS = {
-    "int-all": ("tosa-pro-int", OPERATORS, INT_EXT),
-    "fp-all": ("tosa-pro-fp", OPERATORS, FP_EXT),
-}
 TARGET = Target.of(["pro-int", "pro-fp"], {*INT_EXT, *FP_EXT}, level="8k")
 
 
@@ -83,9 +79,3 @@ def test_conformance_verdicts(name):
     counts = run_set(*DEFAULT_SETS[name])
     assert counts["positive", True] > 0 and counts["negative", True] > 0
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(SLOW_SETS))
-def test_all_conformance_verdicts(name):
-    counts = run_set(*SLOW_SETS[name])
-    assert counts["positive", True] > 500 and counts["negative", True] > 50
