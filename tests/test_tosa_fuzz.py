@@ -1,8 +1,9 @@
 """Hostile input: ``read`` may only return a Program or raise FormatError (NotTosa10Error included), quickly.
 
-Inputs are random bytes, random bytes behind a valid header, and mutations of valid files (bit flips,
-byte and 16/32-bit field overwrites with boundary values, truncations, splices, duplicated and deleted
-ranges). Seeds are files our writer produces for hand-made programs covering every table of the
+Every input that reads is also validated (every profile and extension, level 8K), where only
+ValidationError may escape. Inputs are random bytes, random bytes behind a valid header, and mutations of
+valid files (bit flips, byte and 16/32-bit field overwrites with boundary values, truncations, splices,
+duplicated and deleted ranges). Seeds are files our writer produces for hand-made programs covering every table of the
 schema, plus real conformance files when tosa-tools is present. A file that reads must write and read
 back to the same program.
 
@@ -22,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ironaccel.conformance import cts
 from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, Version, read, write
 from ironaccel.tosa.attributes import (
     ClampAttribute,
@@ -32,11 +34,14 @@ from ironaccel.tosa.attributes import (
     RoundingMode,
     TransposeAttribute,
 )
-from ironaccel.tosa.errors import FormatError
+from ironaccel.tosa.errors import FormatError, ValidationError
+from ironaccel.tosa.target import Target
+from ironaccel.tosa.validate import validate
 from tosa_fixtures import tosa_tools_venv
 
 LONG_EXAMPLES = int(os.environ.get("IRONACCEL_FUZZ_EXAMPLES", "0") or 0)
 PER_INPUT_SECONDS = 2.0
+TARGET = Target.of(["pro-int", "pro-fp"], [e for exts in cts.EXTENSIONS.values() for e in exts], "8k")
 BOUNDARY_U32 = [0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFC, 0xFFFFFFFF]
 
 
@@ -91,8 +96,8 @@ SEEDS: list[bytes] = [write(p) for p in _seed_programs()] + _cts_seeds()
 
 
 def check(data: bytes) -> bool:
-    """The property: only FormatError escapes, nothing slips through the reader's safety net, it is quick,
-    and whatever reads also round-trips."""
+    """The property: only FormatError escapes the reader and only ValidationError the validator, nothing
+    slips through the reader's safety net, both are quick, and whatever reads also round-trips."""
     start = time.process_time()  # CPU time: a loaded machine must not make the bound flaky
     try:
         prog = read(data)
@@ -103,6 +108,13 @@ def check(data: bytes) -> bool:
     assert elapsed < PER_INPUT_SECONDS, f"read took {elapsed:.2f} s of CPU on {len(data)} bytes"
     if prog is not None:
         assert read(write(prog)) == prog
+        start = time.process_time()
+        try:
+            validate(prog, TARGET)
+        except ValidationError:
+            pass
+        elapsed = time.process_time() - start
+        assert elapsed < PER_INPUT_SECONDS, f"validate took {elapsed:.2f} s of CPU"
     return prog is not None
 
 

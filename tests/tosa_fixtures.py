@@ -59,6 +59,11 @@ tools_version = cts.tools_version
 _env = cts.tools_env
 
 
+def schema_path(venv: Path | None = None) -> Path:
+    """tosa-tools' official ``tosa.fbs``."""
+    return site_packages(venv or require_tosa_tools()) / "bin" / "tosa.fbs"
+
+
 def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int = 2) -> Path:
     """Conformance tests for ``operators`` (binary .tosa, TOSA 1.0.2) generated once and cached in
     ``<repo>/.cache/cts`` (see :func:`ironaccel.conformance.cts.generate`)."""
