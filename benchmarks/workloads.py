@@ -41,7 +41,7 @@ class Workload:
     onnx_model: Callable[[], bytes] | None = None
     torch_module: Callable[[], Any] | None = None
     to_framework: Callable[[Arrays], Arrays] = lambda xs: xs  # our inputs -> ORT / torch inputs (numpy)
-    torch_inputs: Callable[[Arrays], list[Any]] | None = None  # numpy -> torch tensors (default from_numpy)
+    torch_inputs: Callable[[Arrays], list[Any]] | None = None  # our inputs -> torch tensors (default: from_numpy)
     from_framework: Callable[[np.ndarray], np.ndarray] = lambda y: y  # their output -> our layout
     framework_same_work: bool = True  # False: ORT / torch run a related model, outputs are not compared
     framework_note: str = ""

@@ -417,3 +417,15 @@ def test_bundled_models_round_trip(path):
     prog = load(path)
     assert prog.version.is_tosa_1_0 and prog.main.operators
     assert read(write(prog)) == prog
+
+
+def test_empty_constant_with_huge_other_dimensions_is_a_format_error():
+    # Found by fuzzing: a zero dimension makes the data 0 bytes, but numpy cannot shape an array whose
+    # other dimensions multiply past its index range.
+    from ironaccel.tosa.errors import FormatError
+
+    shape = (0, 2**31 - 1, 2**31 - 1, 2**31 - 1)
+    block = Block("main", (Operator(Op.CONST, (), ("c",)),), (Tensor("c", shape, DType.FP32),), (), ("c",))
+    prog = Program((Region("main", (block,)),))
+    with pytest.raises(FormatError, match="too large to represent"):
+        read(write(prog))

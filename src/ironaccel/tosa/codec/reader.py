@@ -268,6 +268,10 @@ class _Decoder:
         self, raw: memoryview | None, dtype: DType, shape: tuple[int, ...], is_const: bool, where: str
     ) -> np.ndarray | None:
         """The constant array, or None for a tensor without data (not a CONST / CONST_SHAPE output)."""
+        if (raw is not None and len(raw)) or is_const:
+            # An empty array still needs its other dimensions' product to fit numpy's index type.
+            if math.prod(d for d in shape if d > 0) >= 1 << 62:
+                raise FormatError(f"constant shape {_dims(shape)} is too large to represent", where)
         if raw is None or len(raw) == 0:
             if not is_const:
                 return None
