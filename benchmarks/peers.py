@@ -270,7 +270,7 @@ class RefModel(Peer):
         self.tools = cts.find_tools()
         self.version = f"tosa-tools {cts.tools_version(self.tools)}"
         self.work = Path(tempfile.mkdtemp(prefix="ironaccel-bench-ref-"))
-        self.log = open(self.work / "stderr.log", "w")  # noqa: SIM115 - closed in close()
+        self.log = open(self.work / "stderr.log", "w")  # closed in close()
         self.proc = subprocess.Popen(
             [str(self.tools / "bin" / "python"), str(HERE / "ref_server.py")],
             stdin=subprocess.PIPE,

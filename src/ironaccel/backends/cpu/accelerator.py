@@ -114,17 +114,33 @@ def _view(r: BoundRange) -> np.ndarray:
     return raw.view(r.spec.numpy_dtype).reshape(r.spec.shape)
 
 
+def _overlaps(a: BoundRange, b: BoundRange) -> bool:
+    # Distinct buffers are distinct allocations: only ranges of one buffer can overlap.
+    return a.native is b.native and a.offset < b.offset + b.length and b.offset < a.offset + a.length
+
+
+def _destinations(ranges: Sequence[BoundRange], out_ranges: Sequence[BoundRange]) -> list[np.ndarray | None]:
+    """Output buffers the kernels may write into directly: those that share no byte with any other bound
+    range (an input still being read, or another output), so writing early changes nothing observable."""
+    return [
+        None if any(o is not r and _overlaps(o, r) for r in ranges) or not o.length else _view(o) for o in out_ranges
+    ]
+
+
 def _execute(program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -> None:
     if not event.try_start():
         return
     try:
         inputs = [_view(r) for r in ranges if r.slot < program.n_inputs]
-        outputs = program.compiled.run(inputs)
         out_ranges = [r for r in ranges if r.slot >= program.n_inputs]
+        # The last operator of a program often writes its result straight into the output buffer (no copy).
+        destinations = _destinations(ranges, out_ranges)
+        outputs = program.compiled.run(inputs, destinations=destinations)
         if len(outputs) != len(out_ranges):
             raise InternalError(f"program produced {len(outputs)} outputs for {len(out_ranges)} slots")
-        for r, value in zip(out_ranges, outputs, strict=True):
-            _view(r)[...] = value
+        for r, value, dest in zip(out_ranges, outputs, destinations, strict=True):
+            if value is not dest:
+                _view(r)[...] = value
     except IronAccelError as exc:
         event.fail(exc)
     except Exception as exc:  # noqa: BLE001 - a kernel defect fails the event, never the worker thread

@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ...tosa.errors import LoweringError, ValidationError
 from ...tosa.ir import Block, Operator, Program, Tensor
 from ...tosa.operators import Op
 from .kernel import Kernel, kernel_for
+from .parallel import single_threaded_blas
+
+T = TypeVar("T")
 
 # Operators never evaluated at load: they have effects, or they run other blocks.
 _NOT_FOLDABLE = frozenset({Op.COND_IF, Op.WHILE_LOOP, Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE, Op.CUSTOM})
@@ -61,16 +65,48 @@ def _storage_matches(decl: Tensor, value: np.ndarray) -> bool:
 class _OpContext:
     """The :class:`~.kernel.KernelContext` of one operator; built at load, shared by every run."""
 
-    __slots__ = ("_compiled", "block", "index", "inputs", "operator", "outputs", "program")
+    __slots__ = (
+        "_cache",
+        "_compiled",
+        "_main",
+        "block",
+        "constants",
+        "index",
+        "inputs",
+        "operator",
+        "output_slots",
+        "outputs",
+        "program",
+    )
 
     def __init__(self, compiled: CompiledProgram, block: Block, index: int, operator: Operator) -> None:
         self._compiled = compiled
+        self._main = block is compiled.main
+        self._cache: dict[Hashable, object] = {}
         self.block = block
         self.index = index
         self.operator = operator
         self.program = compiled.program
         self.inputs = tuple(block.tensor(n) for n in operator.inputs)
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
+        self.constants: tuple[bool, ...] = ()  # per operand: a program constant (set when planned)
+        self.output_slots: tuple[int, ...] = ()
+
+    def is_constant(self, index: int) -> bool:
+        return index < len(self.constants) and self.constants[index]
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        try:
+            return self._cache[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._cache[key] = make()  # two racing runs may both make it: same value, last one kept
+            return value
+
+    def destination(self, index: int) -> np.ndarray | None:
+        if not self._main:
+            return None
+        wanted = self._compiled._state.destinations
+        return wanted.get(self.output_slots[index]) if wanted else None
 
     def run_block(self, name: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         return self._compiled._run_block(name, values)
@@ -103,10 +139,12 @@ class _BlockPlan:
     outputs: tuple[int | str, ...]  # a slot, or the name of a variable read at the end
     template: list[np.ndarray | None]  # constants in their slots, None elsewhere
     steps: list[_Step]
+    produced: frozenset[int] = frozenset()  # slots some step writes at run time
 
 
 class _RunState(threading.local):
     check: Check | None = None
+    destinations: dict[int, np.ndarray] | None = None  # main-graph output slot -> caller's buffer
 
 
 class CompiledProgram:
@@ -134,28 +172,52 @@ class CompiledProgram:
         return self.main.output_tensors
 
     def run(
-        self, inputs: Sequence[np.ndarray], *, check: Check | None = None, deadline: float | None = None
+        self,
+        inputs: Sequence[np.ndarray],
+        *,
+        check: Check | None = None,
+        deadline: float | None = None,
+        destinations: Sequence[np.ndarray | None] | None = None,
     ) -> list[np.ndarray]:
         """Run the main block on ``inputs`` (storage form, declared shapes); outputs in storage form.
 
         ``check`` is called before every operator (and so before every loop iteration) and may raise to
         abandon the run (a cancellation hook); ``deadline`` is a :func:`time.monotonic` instant after
-        which the run stops with :class:`~ironaccel.core.errors.DeadlineExpired`.
+        which the run stops with :class:`~ironaccel.core.errors.DeadlineExpired`. ``destinations``
+        (one per output, or None) are arrays of the declared type and shape that kernels may write the
+        output into directly, saving a copy; an output returned as its destination array is that array.
+        The caller guarantees that no destination overlaps an input or another destination.
         """
         args = self._check_inputs(inputs)
         if deadline is not None:
             check = _with_deadline(check, deadline)
-        previous = self._state.check
-        self._state.check = check
+        state = self._state
+        previous, previous_dest = state.check, state.destinations
+        state.check = check
+        state.destinations = self._destination_slots(destinations) if destinations else None
         try:
-            if self._lock is None:
-                outputs = self._execute(self._plans[self.main.name], args)
-            else:
-                with self._lock:
+            with single_threaded_blas():
+                if self._lock is None:
                     outputs = self._execute(self._plans[self.main.name], args)
+                else:
+                    with self._lock:
+                        outputs = self._execute(self._plans[self.main.name], args)
         finally:
-            self._state.check = previous
-        return _owned(outputs, args)
+            state.check, state.destinations = previous, previous_dest
+        return _owned(outputs, args, destinations)
+
+    def _destination_slots(self, destinations: Sequence[np.ndarray | None]) -> dict[int, np.ndarray] | None:
+        plan = self._plans[self.main.name]
+        if len(destinations) != len(plan.outputs):
+            raise InvalidArgument(f"{len(destinations)} destinations for {len(plan.outputs)} outputs")
+        found: dict[int, np.ndarray] = {}
+        for slot, decl, dest in zip(plan.outputs, self.main.output_tensors, destinations, strict=True):
+            # Only a slot an operator produces (not an input, a constant or a variable), only once.
+            if dest is None or not isinstance(slot, int) or slot in found or slot not in plan.produced:
+                continue
+            if dest.dtype == decl.dtype.numpy and dest.shape == tuple(decl.shape) and dest.flags.writeable:
+                found[slot] = dest
+        return found or None
 
     def reset_variables(self) -> None:
         """Give every variable its initial value again (variables without one become unwritten)."""
@@ -230,6 +292,7 @@ class CompiledProgram:
                 _declared(block, name, f"operator #{index} {operator.op.name} result", index)
             defined.update(operator.outputs)
             ctx = _OpContext(self, block, index, operator)
+            ctx.constants = tuple(n not in variables and slots.get(n) in constant for n in operator.inputs)
             step = _Step(
                 fn,
                 ctx,
@@ -246,7 +309,10 @@ class CompiledProgram:
                 raise ValidationError(f"block output {name!r} is never produced", block=block.name)
         outputs = tuple(variables[n] if n in variables else slot(n) for n in block.outputs)
         _plan_releases(steps, input_slots, outputs)
-        return _BlockPlan(block, input_slots, outputs, template, steps)
+        for step in steps:
+            step.ctx.output_slots = step.outputs
+        produced = frozenset(s for step in steps for s in step.outputs if s >= 0)
+        return _BlockPlan(block, input_slots, outputs, template, steps, produced)
 
     def _declare_variable(self, tensor: Tensor) -> None:
         key = variable_key(tensor)
@@ -408,11 +474,18 @@ def _check_results(step: _Step, results: list[np.ndarray]) -> None:
             )
 
 
-def _owned(outputs: list[np.ndarray], args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Outputs the caller may keep and modify: no views of inputs or constants, no array twice."""
+def _owned(
+    outputs: list[np.ndarray], args: Sequence[np.ndarray], destinations: Sequence[np.ndarray | None] | None = None
+) -> list[np.ndarray]:
+    """Outputs the caller may keep and modify: no views of inputs or constants, no array twice. An output
+    written into its destination is the caller's own array already."""
     seen: set[int] = set()
     result = []
-    for value in outputs:
+    for index, value in enumerate(outputs):
+        if destinations and destinations[index] is value and id(value) not in seen:
+            seen.add(id(value))
+            result.append(value)
+            continue
         shared = (
             value.base is not None
             or not value.flags.writeable

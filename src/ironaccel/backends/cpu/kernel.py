@@ -10,14 +10,16 @@ a kernel meeting an impossible case raises :class:`~ironaccel.core.errors.Intern
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Hashable, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from ...core.lazy import LazyTable
 from ...tosa.ir import Operator, Program, Tensor
 from ...tosa.operators import Op
+
+T = TypeVar("T")
 
 
 class KernelContext(Protocol):
@@ -35,6 +37,21 @@ class KernelContext(Protocol):
         ...
 
     def set_variable(self, name: str, value: np.ndarray) -> None: ...
+
+    def is_constant(self, index: int) -> bool:
+        """Whether operand ``index`` is a constant of the program (the same array on every run)."""
+        ...
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per operator and ``key`` and kept with the loaded program: for values
+        derived only from constant operands (a weight matrix in the layout the kernel multiplies with)."""
+        ...
+
+    def destination(self, index: int) -> np.ndarray | None:
+        """Where result ``index`` may be written in place, or None: on the main graph's operators that
+        produce a program output, the caller's output buffer (shaped and typed as declared, not aliasing
+        any input). A kernel that writes there returns that very array; using it is optional."""
+        ...
 
 
 Kernel = Callable[[KernelContext, Sequence[np.ndarray]], list[np.ndarray]]

@@ -2,28 +2,33 @@
 
 How the arithmetic stays within the specification while BLAS does the work:
 
-* Integer results must be exact. Operands (minus their zero points) are converted to float64 and
-  multiplied by BLAS when ``max|a| * max|b| * terms`` stays below 2**53, where every partial sum is an
-  integer float64 holds exactly; otherwise int64 arithmetic is used. The exact sum is then wrapped to
-  the output type: overflow of the int32 / int48 accumulator is a REQUIRE in the specification
-  (unpredictable), so wrapping is allowed and deterministic.
+* Integer results must be exact. Operands (minus their zero points) are converted to a float type and
+  multiplied by BLAS when ``max|a| * max|b| * terms`` stays below the largest integer that type holds
+  exactly (2**24 for float32, 2**53 for float64): every product and partial sum is then an integer the
+  type represents exactly, in any summation order, so the float result is the exact sum. float32 covers
+  the int8 products of most real layers and runs sgemm at twice dgemm's speed; beyond 2**53, int64
+  arithmetic is used. The exact sum is then wrapped to the output type: overflow of the int32 / int48
+  accumulator is a REQUIRE in the specification (unpredictable), so wrapping is allowed and deterministic.
 * Floating-point dot products are judged against an fp64 reference with an error bound scaled to the
   accumulator and output types. Every float type is widened to float32 (exact for fp16, bf16 and fp8),
   multiplied and summed by sgemm, and rounded once to the output type. That is at least as accurate
   as accumulating in fp16 (the fp16 / fp8 ``acc_type``), so it meets those bounds as well; the bias
   joins the product as one more term (the bound counts it as one).
 * Convolutions are im2col: a strided window view of the zero-padded input is copied into a
-  ``[rows, K*C + 1]`` matrix (the last column is ones, for the bias) in chunks of bounded size, and
-  multiplied with the weights in one GEMM per chunk. TRANSPOSE_CONV2D multiplies the input by each
-  kernel tap and adds the products into the strided output positions (no multiplies by inserted zeros).
-  DEPTHWISE_CONV2D, with one tiny product per channel, accumulates kernel taps elementwise instead.
+  ``[rows, K*C + 1]`` matrix (the last column is ones, for the bias) in chunks of a few output rows,
+  each multiplied with the weights by one GEMM. Chunks of a large convolution run on several threads
+  (:mod:`..parallel`); the weight matrix of a constant weight is built once per program. A float32
+  result is written straight into the program's output buffer when the interpreter offers one.
+  TRANSPOSE_CONV2D multiplies the input by each kernel tap and adds the products into the strided output
+  positions (no multiplies by inserted zeros). DEPTHWISE_CONV2D, with one tiny product per channel,
+  accumulates kernel taps elementwise instead.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,46 +37,58 @@ from numpy.lib.stride_tricks import as_strided
 from ....tosa.attributes import NanPropagationMode
 from ....tosa.operators import Op
 from ..kernel import KernelContext, kernel
+from ..parallel import parallel_for, workers
 
-_EXACT = float(2**53)  # float64 holds every integer below this
-_CHUNK_BYTES = 16 << 20  # im2col buffer per GEMM (and per calling thread, kept between calls)
+# The largest integer below which every integer is exact, per BLAS work type.
+_EXACT = {np.dtype(np.float32): 2**24, np.dtype(np.float64): 2**53}
+_CHUNK_BYTES = 512 << 10  # im2col rows per GEMM: a chunk and its output stay in a core's L2 cache
+_SPLIT_MACS = 4 << 20  # below this many multiply-adds a kernel runs on one thread (a hand-off costs more)
 
 
 def _is_int(value: np.ndarray) -> bool:
     return value.dtype.kind == "i"
 
 
-def _zp(value: np.ndarray) -> int:
-    return int(np.asarray(value).reshape(-1)[0])
-
-
-def _operand(value: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
-    """``value - zero_point`` in the work type: float64 for integers (exact), float32 for floats."""
-    if not _is_int(value):
-        return value.astype(np.float32, copy=False)
-    work = value.astype(np.float64)
-    zp = _zp(zero_point) if zero_point is not None else 0
-    if zp:
-        work -= zp
-    return work
+def _zp(value: np.ndarray | None) -> int:
+    return int(np.asarray(value).reshape(-1)[0]) if value is not None else 0
 
 
 def _magnitude(value: np.ndarray, zero_point: np.ndarray | None) -> int:
-    """A bound on ``|value - zero_point|`` from the dtype alone (no pass over the data)."""
+    """A bound on ``|value - zero_point|`` from the dtype and the zero point alone (no pass over the data)."""
     info = np.iinfo(value.dtype)
-    zp = abs(_zp(zero_point)) if zero_point is not None else 0
-    return max(-int(info.min), int(info.max)) + zp
+    zp = _zp(zero_point)
+    return max(int(info.max) - zp, zp - int(info.min))
 
 
-def _exact_in_float64(
-    a: np.ndarray, a_zp: np.ndarray | None, b: np.ndarray, b_zp: np.ndarray | None, terms: int
-) -> bool:
-    return _magnitude(a, a_zp) * _magnitude(b, b_zp) * terms < _EXACT
+def _work_type(a: np.ndarray, a_zp: np.ndarray | None, b: np.ndarray, b_zp: np.ndarray | None, terms: int) -> np.dtype:
+    """The cheapest type in which ``sum(a * b)`` over ``terms`` products is exact (see the module doc)."""
+    bound = _magnitude(a, a_zp) * _magnitude(b, b_zp) * max(terms, 1)
+    for dtype, exact in _EXACT.items():
+        if bound < exact:
+            return dtype
+    return np.dtype(np.int64)
+
+
+def _operand(value: np.ndarray, zero_point: np.ndarray | None, work: np.dtype | None = None) -> np.ndarray:
+    """``value - zero_point`` in the work type: ``work`` for integers (exact), float32 for floats."""
+    if not _is_int(value):
+        return value.astype(np.float32, copy=False)
+    out = value.astype(work if work is not None else np.float64)
+    zp = _zp(zero_point)
+    if zp:
+        out -= zp
+    return out
 
 
 def _to_output(acc: np.ndarray, bias: np.ndarray | None, out_dtype: np.dtype) -> np.ndarray:
     """Exact integer sum (+ bias) wrapped to int32, or to 48 bits for int48 (int64 storage)."""
-    total = acc if acc.dtype == np.int64 else np.rint(acc).astype(np.int64)
+    if out_dtype == np.int32 and acc.dtype == np.float32:
+        # |sum| < 2**24 (the float32 bound): the cast is exact, and int32 addition wraps like the accumulator.
+        total32 = acc.astype(np.int32)
+        if bias is not None:
+            total32 += bias.astype(np.int32)
+        return total32
+    total = acc if acc.dtype == np.int64 else acc.astype(np.int64)  # exact integers: no rounding needed
     if bias is not None:
         total = total + bias.astype(np.int64)
     if out_dtype == np.int64:
@@ -79,10 +96,18 @@ def _to_output(acc: np.ndarray, bias: np.ndarray | None, out_dtype: np.dtype) ->
     return total.astype(out_dtype)
 
 
+def _destination(ctx: KernelContext, dtype: np.dtype) -> np.ndarray | None:
+    """The program's output buffer for this operator's result, when there is one of the right type."""
+    out = ctx.destination(0)
+    if out is None or out.dtype != dtype or out.shape != tuple(ctx.outputs[0].shape):
+        return None
+    return out
+
+
 # -- convolutions ----------------------------------------------------------------------------------
-def _padded(value: np.ndarray, pads: Sequence[int], zero_point: np.ndarray | None) -> np.ndarray:
+def _padded(value: np.ndarray, pads: Sequence[int], zero_point: np.ndarray | None, work: np.dtype) -> np.ndarray:
     """The operand in its work type with zeros around the spatial axes (``pads`` = before/after pairs)."""
-    operand = _operand(value, zero_point)
+    operand = _operand(value, zero_point, work)
     if not any(pads):
         return operand
     before, after = pads[0::2], pads[1::2]
@@ -123,8 +148,8 @@ def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
 
 
 class _Scratch(threading.local):
-    """One reusable im2col buffer per calling thread, kept between calls: a fresh multi-megabyte array every
-    call pays its page faults again each time. About ``_CHUNK_BYTES`` (one output row at the least)."""
+    """One reusable im2col buffer per thread (callers and pool helpers), kept between calls: a fresh buffer
+    every call pays its page faults again each time. About ``_CHUNK_BYTES`` (one output row at the least)."""
 
     buffer: np.ndarray | None = None
 
@@ -138,34 +163,71 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 
 
-def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """[N, *out_sp, OC] = im2col(windows) @ wmat (+ bias as an extra column of ones)."""
+def _weight_matrix(w: np.ndarray, w_zp: np.ndarray | None, bias: np.ndarray | None, work: np.dtype) -> np.ndarray:
+    """[K*C (+1), OC] in the work type: the weights as one GEMM operand, with the bias as the last row."""
+    oc = w.shape[0]
+    wmat = _operand(w, w_zp, work).reshape(oc, -1).T
+    if bias is not None:
+        wmat = np.concatenate([wmat, bias.astype(work).reshape(1, oc)])
+    return np.ascontiguousarray(wmat)
+
+
+def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, with_bias: bool, out: np.ndarray) -> np.ndarray:
+    """out [N, *out_sp, OC] = im2col(windows) @ wmat; with ``with_bias`` a column of ones meets the bias row.
+
+    The work is cut into chunks of about ``_CHUNK_BYTES`` of im2col rows: a block of output rows of one
+    image, or several whole images when one image is smaller than that (a linear layer over a batch)."""
     n, *rest = windows.shape
     rank = (len(rest) - 1) // 2
     out_sp, taps = rest[:rank], rest[rank:]  # taps: the kernel dims and C
     k = math.prod(taps)
-    oc = wmat.shape[1]
-    if bias is not None:
-        wmat = np.concatenate([wmat, bias.astype(wmat.dtype).reshape(1, oc)])
-    width = wmat.shape[0]
-    out = np.empty((n, *out_sp, oc), wmat.dtype)
+    width, oc = wmat.shape
     inner = math.prod(out_sp[1:])
-    row_bytes = max(1, inner * width * wmat.itemsize)
-    chunk = max(1, min(out_sp[0], _CHUNK_BYTES // row_bytes))
-    buffer = _scratch.get(chunk * inner * width, wmat.dtype)
-    for b in range(n):
-        for start in range(0, out_sp[0], chunk):
-            stop = min(out_sp[0], start + chunk)
-            rows = (stop - start) * inner
-            cols = buffer[: rows * width].reshape(rows, width)
-            block = (stop - start, *out_sp[1:])
-            dst = as_strided(
-                cols, (*block, *taps), _c_strides(block, width * cols.itemsize) + _c_strides(taps, cols.itemsize)
-            )
-            np.copyto(dst, windows[b, start:stop])
-            if bias is not None:
-                cols[:, k] = 1
-            np.matmul(cols, wmat, out=out[b, start:stop].reshape(rows, oc))
+    row_bytes = max(1, inner * width * wmat.itemsize)  # one row of the first output axis
+    macs = n * out_sp[0] * inner * width * oc
+    threads = workers() if macs >= _SPLIT_MACS else 1
+    rows_per_chunk = max(1, _CHUNK_BYTES // row_bytes)
+    if rows_per_chunk >= out_sp[0]:  # whole images per chunk
+        images = max(1, min(n, rows_per_chunk // max(out_sp[0], 1), -(-n // (2 * threads)) if threads > 1 else n))
+        units = [(b, min(n, b + images), 0, out_sp[0]) for b in range(0, n, images)]
+        if len(units) < 2 * threads and threads > 1:  # too few chunks to share: cut the images into row blocks
+            size = max(1, -(-out_sp[0] * n // (2 * threads)))
+            units = [(b, b + 1, r, min(out_sp[0], r + size)) for b in range(n) for r in range(0, out_sp[0], size)]
+    else:
+        size = rows_per_chunk
+        units = [(b, b + 1, r, min(out_sp[0], r + size)) for b in range(n) for r in range(0, out_sp[0], size)]
+    col_strides = _c_strides(taps, wmat.itemsize)
+
+    def one(index: int) -> None:
+        b0, b1, start, stop = units[index]
+        block = (b1 - b0, stop - start, *out_sp[1:])
+        rows = math.prod(block)
+        cols = _scratch.get(rows * width, wmat.dtype).reshape(rows, width)
+        dst = as_strided(cols, (*block, *taps), _c_strides(block, width * cols.itemsize) + col_strides)
+        np.copyto(dst, windows[b0:b1, start:stop])
+        if with_bias:
+            cols[:, k] = 1
+        np.matmul(cols, wmat, out=out[b0:b1, start:stop].reshape(rows, oc))
+
+    if threads > 1 and len(units) > 1:
+        parallel_for(len(units), one)
+    else:
+        for index in range(len(units)):
+            one(index)
+    return out
+
+
+def _pointwise(x: np.ndarray, wmat: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
+    """A 1x1 convolution with stride 1 and no padding (a linear layer): the input already is the im2col
+    matrix, so no copy; the bias is added after the product."""
+    c = x.shape[-1]
+    rows = x.size // c
+    if rows * c * wmat.shape[1] >= _SPLIT_MACS:
+        _matmul_into(x.reshape(1, rows, c), wmat[None, :c], out.reshape(1, rows, -1))
+    else:
+        np.matmul(x.reshape(rows, c), wmat[:c], out=out.reshape(rows, -1))
+    if bias is not None:
+        out += bias
     return out
 
 
@@ -180,16 +242,26 @@ def _conv(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     out_sp, oc = out_decl.shape[1:-1], out_decl.shape[-1]
     taps = w.shape[1:-1]
     k = math.prod(taps) * x.shape[-1]
-    bias = _bias(bias, oc)
-    windows = _windows(_padded(x, attribute.pad, x_zp), out_sp, taps, attribute.stride, attribute.dilation)
-    if not _is_int(x):
-        wmat = _operand(w, None).reshape(oc, k).T
-        return [_im2col_gemm(windows, wmat, bias).astype(out_decl.dtype.numpy, copy=False)]
-    wmat = _operand(w, w_zp).reshape(oc, k).T
-    if not _exact_in_float64(x, x_zp, w, w_zp, k):
-        wmat = wmat.astype(np.int64)
-        windows = windows.astype(np.int64)
-    return [_to_output(_im2col_gemm(windows, wmat, None), bias, out_decl.dtype.numpy)]
+    integer = _is_int(x)
+    work = _work_type(x, x_zp, w, w_zp, k) if integer else np.dtype(np.float32)
+    # Integer biases are added exactly after the product; a float bias joins the GEMM as one more term.
+    fold_bias = not integer
+    bias_vec = _bias(bias, oc)
+    if ctx.is_constant(1) and (not fold_bias or ctx.is_constant(2)) and (not integer or ctx.is_constant(4)):
+        wmat = ctx.cached(("conv", work), lambda: _weight_matrix(w, w_zp, bias_vec if fold_bias else None, work))
+    else:
+        wmat = _weight_matrix(w, w_zp, bias_vec if fold_bias else None, work)
+    shape = (x.shape[0], *out_sp, oc)
+    dest = None if integer else _destination(ctx, work)
+    out = dest if dest is not None else np.empty(shape, work)
+    if all(t == 1 for t in taps) and all(s == 1 for s in attribute.stride) and not any(attribute.pad):
+        acc = _pointwise(_operand(x, x_zp, work), wmat, wmat[-1] if fold_bias else None, out)
+    else:
+        windows = _windows(_padded(x, attribute.pad, x_zp, work), out_sp, taps, attribute.stride, attribute.dilation)
+        acc = _im2col_gemm(windows, wmat, fold_bias, out)
+    if integer:
+        return [_to_output(acc, bias_vec, out_decl.dtype.numpy)]
+    return [acc.astype(out_decl.dtype.numpy, copy=False)]
 
 
 kernel(Op.CONV2D)(_conv)
@@ -204,10 +276,10 @@ def depthwise_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[n
     n, out_h, out_w, out_c = out_decl.shape
     kh, kw, c, m = w.shape
     integer = _is_int(x)
-    padded = _padded(x, attribute.pad, x_zp)
-    weights = _operand(w, w_zp)
-    if integer:  # elementwise int64 is exact and as fast as float64 here
-        padded, weights = padded.astype(np.int64), weights.astype(np.int64)
+    # Elementwise int64 is exact and as fast as float64 here.
+    work = np.dtype(np.int64) if integer else np.dtype(np.float32)
+    padded = _padded(x, attribute.pad, x_zp, work)
+    weights = _operand(w, w_zp, work)
     windows = _windows(padded, (out_h, out_w), (kh, kw), attribute.stride, attribute.dilation)
     acc = np.zeros((n, out_h, out_w, c, m), padded.dtype)
     for ky in range(kh):
@@ -231,10 +303,10 @@ def transpose_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[n
     sy, sx = attribute.stride
     top, _, left, _ = attribute.out_pad
     integer = _is_int(x)
-    xs = _operand(x, x_zp).reshape(-1, ic)
-    ws = _operand(w, w_zp)
-    if integer and not _exact_in_float64(x, x_zp, w, w_zp, kh * kw * ic):
-        xs, ws = xs.astype(np.int64), ws.astype(np.int64)
+    # Each output sums up to kh * kw * ic products.
+    work = _work_type(x, x_zp, w, w_zp, kh * kw * ic) if integer else np.dtype(np.float32)
+    xs = _operand(x, x_zp, work).reshape(-1, ic)
+    ws = _operand(w, w_zp, work)
     # Output row oy receives input row iy through tap ky when oy = iy * sy + ky + top.
     full_h, full_w = (in_h - 1) * sy + kh, (in_w - 1) * sx + kw
     full = np.zeros((n, full_h, full_w, oc), xs.dtype)
@@ -253,16 +325,51 @@ def transpose_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[n
     return [acc.astype(out_decl.dtype.numpy, copy=False)]
 
 
+def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = a @ b for [N, H, C] x [N, C, W]; a large product is split by rows of ``a`` across threads."""
+    n, h, c = a.shape
+    w = b.shape[2]
+    if n * h * c * w < _SPLIT_MACS or h < 2:
+        return np.matmul(a, b, out=out)
+    # Row blocks of at least 16 rows (BLAS's panels), about two per thread.
+    per_batch = max(1, min(h // 16, -(-2 * workers() // n)))
+    size = -(-h // per_batch)
+    tasks = [(i, r, min(h, r + size)) for i in range(n) for r in range(0, h, size)]
+
+    def one(index: int) -> None:
+        i, start, stop = tasks[index]
+        np.matmul(a[i, start:stop], b[i], out=out[i, start:stop])
+
+    parallel_for(len(tasks), one)
+    return out
+
+
 @kernel(Op.MATMUL)
 def matmul(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     a, b, a_zp, b_zp = inputs
-    out_dtype = ctx.outputs[0].dtype.numpy
+    out_decl = ctx.outputs[0]
+    out_dtype = out_decl.dtype.numpy
+    shape = (a.shape[0], a.shape[1], b.shape[2])
     if not _is_int(a):
-        return [np.matmul(_operand(a, None), _operand(b, None)).astype(out_dtype, copy=False)]
-    wa, wb = _operand(a, a_zp), _operand(b, b_zp)
-    if not _exact_in_float64(a, a_zp, b, b_zp, a.shape[-1]):
-        wa, wb = wa.astype(np.int64), wb.astype(np.int64)
-    return [_to_output(np.matmul(wa, wb), None, out_dtype)]
+        wa, wb = _operand(a, None), _constant_or(ctx, 1, lambda: _operand(b, None))
+        dest = _destination(ctx, np.dtype(np.float32))
+        acc = _matmul_into(wa, wb, dest if dest is not None else np.empty(shape, np.float32))
+        return [acc.astype(out_dtype, copy=False)]
+    work = _work_type(a, a_zp, b, b_zp, a.shape[-1])
+    wa = _operand(a, a_zp, work)
+    wb = _constant_or(ctx, 1, lambda: _operand(b, b_zp, work), (3,), work)
+    if work == np.int64:  # no BLAS for integers: numpy's own loop
+        return [_to_output(np.matmul(wa, wb), None, out_dtype)]
+    return [_to_output(_matmul_into(wa, wb, np.empty(shape, work)), None, out_dtype)]
+
+
+def _constant_or(
+    ctx: KernelContext, index: int, make: Callable[[], np.ndarray], also: tuple[int, ...] = (), tag: Any = None
+) -> np.ndarray:
+    """``make()``, computed once per program when operand ``index`` (and those in ``also``) are constants."""
+    if ctx.is_constant(index) and all(ctx.is_constant(i) for i in also):
+        return ctx.cached(("operand", index, tag), make)
+    return make()
 
 
 # -- pooling ---------------------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Threads for the CPU kernels: numpy's BLAS runs single-threaded while a program runs, and the big kernels
+split their own work across a small pool instead.
+
+Why not let OpenBLAS thread each call: its workers spin and then sleep between calls, so on a busy
+machine (or with a program of many small products) a two-thread GEMM waits a scheduler tick for the
+second thread: a 0.1 ms product measured 7 ms. Splitting ourselves also runs the im2col copies in
+parallel, which BLAS threading never does, and it degrades gracefully: chunks go to whichever thread
+asks next, so when a helper is not scheduled the calling thread simply does all the chunks.
+
+The BLAS thread count is process-wide (OpenBLAS keeps one number), so :func:`single_threaded_blas`
+lowers it while any program runs and restores the caller's value when the last one ends; numpy calls
+made meanwhile on other threads run single-threaded too. Where no OpenBLAS is found (another BLAS),
+nothing is changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# (setter, getter) names: numpy >= 2 wheels ship scipy-openblas (prefixed, 64-bit interface), older ones openblas.
+_BLAS_SYMBOLS = (
+    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+    ("openblas_set_num_threads", "openblas_get_num_threads"),
+)
+
+
+def _find_blas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    import numpy  # noqa: F401 - loads the BLAS numpy was built with
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower() and ".so" in line})
+    except OSError:  # not Linux: leave the BLAS as it is
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name, get_name in _BLAS_SYMBOLS:
+            setter, getter = getattr(lib, set_name, None), getattr(lib, get_name, None)
+            if setter is not None and getter is not None:
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                return setter, getter
+    return None
+
+
+_blas = _find_blas()
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_saved = 1
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """numpy's BLAS on one thread while the block runs (nested and concurrent uses share one setting)."""
+    global _blas_users, _blas_saved
+    if _blas is None:
+        yield
+        return
+    setter, getter = _blas
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_saved = getter()
+            if _blas_saved != 1:
+                setter(1)
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0 and _blas_saved != 1:
+                setter(_blas_saved)
+
+
+def blas_info() -> str:
+    """What the kernels run on, for reports."""
+    if _blas is None:
+        return "numpy's BLAS (thread count not controlled: no OpenBLAS found)"
+    return f"OpenBLAS on 1 thread per call, kernels split over {workers()} thread(s)"
+
+
+# -- our own pool ------------------------------------------------------------------------------------
+def workers() -> int:
+    """Threads a split kernel uses, the caller included: one per CPU this process may run on."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    return max(1, min(count, 8))
+
+
+class _Pool:
+    """Helper threads (workers() - 1 of them) that take chunks of a split job alongside the caller."""
+
+    def __init__(self, helpers: int) -> None:
+        self._tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.helpers = helpers
+        for index in range(helpers):
+            threading.Thread(target=self._loop, name=f"ironaccel-cpu-helper-{index}", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._tasks.get()()
+
+    def post(self, task: Callable[[], None]) -> None:
+        self._tasks.put(task)
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> _Pool:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool(workers() - 1)
+        return _pool
+
+
+class _Job:
+    """Chunks 0..n-1 handed out one at a time (``next`` on a counter is atomic under the GIL)."""
+
+    def __init__(self, count: int, body: Callable[[int], None]) -> None:
+        self.count = count
+        self.body = body
+        self.lock = threading.Lock()
+        self.next = 0
+        self.running = 0
+        self.done = threading.Condition(self.lock)
+        self.error: BaseException | None = None
+
+    def _take(self) -> int | None:
+        with self.lock:
+            if self.next >= self.count or self.error is not None:
+                return None
+            index = self.next
+            self.next += 1
+            self.running += 1
+            return index
+
+    def work(self) -> None:
+        while (index := self._take()) is not None:
+            try:
+                self.body(index)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+                with self.lock:
+                    self.error = self.error or exc
+            finally:
+                with self.lock:
+                    self.running -= 1
+                    self.done.notify_all()
+
+    def wait(self) -> None:
+        with self.lock:
+            while self.running or (self.next < self.count and self.error is None):
+                self.done.wait()
+        if self.error is not None:
+            raise self.error
+
+
+def parallel_for(count: int, body: Callable[[int], None]) -> None:
+    """Call ``body(i)`` for i in range(count), on the calling thread and the helpers; returns when all are
+    done and re-raises the first exception. ``body`` must release the GIL for the split to pay (numpy's
+    large copies and BLAS calls do)."""
+    if count <= 0:
+        return
+    pool = _get_pool() if count > 1 else None
+    if pool is None or pool.helpers == 0:
+        for index in range(count):
+            body(index)
+        return
+    job = _Job(count, body)
+    for _ in range(min(pool.helpers, count - 1)):
+        pool.post(job.work)
+    job.work()
+    job.wait()
