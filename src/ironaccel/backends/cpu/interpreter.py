@@ -130,6 +130,8 @@ class _Step:
     read_vars: tuple[tuple[int, str], ...]  # (operand position, variable) read from the store
     write_vars: tuple[tuple[int, str], ...]  # (result position, variable) written to the store
     release: tuple[int, ...] = ()  # slots dead after this step
+    # Per result: its storage dtype, and (shape,) when the declaration fixes it, else ().
+    expect: tuple[tuple[np.dtype, tuple[tuple[int, ...], ...]], ...] = ()
 
 
 @dataclasses.dataclass
@@ -311,6 +313,10 @@ class CompiledProgram:
         _plan_releases(steps, input_slots, outputs)
         for step in steps:
             step.ctx.output_slots = step.outputs
+            step.expect = tuple(
+                (t.dtype.numpy, () if t.unranked or any(d < 0 for d in t.shape) else (tuple(t.shape),))
+                for t in step.ctx.outputs
+            )
         produced = frozenset(s for step in steps for s in step.outputs if s >= 0)
         return _BlockPlan(block, input_slots, outputs, template, steps, produced)
 
@@ -409,7 +415,13 @@ class CompiledProgram:
                 raise
             except Exception as exc:
                 raise InternalError(f"{step.ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
-            _check_results(step, results)
+            # The declared type and shape of every result, checked inline: this runs once per operator.
+            expect = step.expect
+            if len(results) != len(expect):
+                _check_results(step, results)
+            for (dtype, shape), value in zip(expect, results, strict=True):
+                if not isinstance(value, np.ndarray) or value.dtype != dtype or (shape and value.shape != shape[0]):
+                    _check_results(step, results)
             for s, value in zip(step.outputs, results, strict=True):
                 if s >= 0:
                     values[s] = value
