@@ -27,6 +27,8 @@ $(TOSA_VENV)/.installed:
 	$(PYTHON) -m venv $(TOSA_VENV)
 	$(TOSA_VENV)/bin/python -m pip install -q --upgrade pip
 	$(TOSA_VENV)/bin/python -m pip install -q "tosa-tools==2026.8.0"
+	# Arm's runner imports our system under test; to judge the Vulkan backend it needs the binding too.
+	$(TOSA_VENV)/bin/python -m pip install -q "vulkan>=1.3.275" "cffi>=1.16"
 	touch $@
 
 tosa-tools: $(TOSA_VENV)/.installed
@@ -63,3 +65,19 @@ models:
 	$(PYTHON) -m venv .venv-export
 	.venv-export/bin/python -m pip install -q torch==2.13.0 executorch==1.5.1 tosa-tools==2026.8.0
 	.venv-export/bin/python examples/export_models.py src/ironaccel/models
+
+# make bench - time the CPU backend against onnxruntime, IREE (llvm-cpu), torch eager and the TOSA reference
+# model on the same programs (about 2 minutes); writes benchmarks/results/cpu-<date>.md and .json.
+# BENCH_ARGS passes options through, e.g. BENCH_ARGS="--workloads conv,matmul --seconds 2".
+# This workplace sets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for old OpenBLAS builds; they hold numpy's
+# current OpenBLAS to AVX2 kernels, so the benchmark runs without them (the report names the kernel used).
+.PHONY: bench
+BENCH_VENV ?= .venv-bench
+$(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q -e . -r benchmarks/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed tosa-tools
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BENCH_VENV)/bin/python benchmarks/bench_cpu.py $(BENCH_ARGS)

@@ -79,8 +79,10 @@ class IronAccel(Peer):
         import ironaccel
 
         self.device = ironaccel.open("cpu")
+        from ironaccel.backends.cpu.parallel import blas_info
+
         self.version = f"ironaccel {ironaccel.__version__}"
-        self.threads = _blas_threads()
+        self.threads = f"{blas_info()}; {_blas_threads()}"
 
     def prepare(self, workload: Workload) -> Prepared | str:
         exe = self.device.compile(workload.tosa)
@@ -95,6 +97,7 @@ class IronAccelKernel(Peer):
     """The CPU interpreter alone (``CompiledProgram.run``): no buffers, no queue hand-off."""
 
     name = "ironaccel-kernel"
+    threads = "as ironaccel"
 
     def prepare(self, workload: Workload) -> Prepared | str:
         from ironaccel.backends.cpu.interpreter import load
@@ -117,7 +120,7 @@ def _blas_threads() -> str:
         for i in threadpool_info()
         if i.get("user_api") == "blas"
     ]
-    return "numpy BLAS: " + (", ".join(parts) or "none found")
+    return "numpy's BLAS: " + (", ".join(parts) or "none found")
 
 
 # -- onnxruntime -------------------------------------------------------------------------------------

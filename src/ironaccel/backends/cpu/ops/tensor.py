@@ -37,7 +37,7 @@ from numpy.lib.stride_tricks import as_strided
 from ....tosa.attributes import NanPropagationMode
 from ....tosa.operators import Op
 from ..kernel import KernelContext, kernel
-from ..parallel import parallel_for, workers
+from ..parallel import parallel_for, split_threads
 
 # The largest integer below which every integer is exact, per BLAS work type.
 _EXACT = {np.dtype(np.float32): 2**24, np.dtype(np.float64): 2**53}
@@ -185,7 +185,7 @@ def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, with_bias: bool, out: np
     inner = math.prod(out_sp[1:])
     row_bytes = max(1, inner * width * wmat.itemsize)  # one row of the first output axis
     macs = n * out_sp[0] * inner * width * oc
-    threads = workers() if macs >= _SPLIT_MACS else 1
+    threads = split_threads() if macs >= _SPLIT_MACS else 1
     rows_per_chunk = max(1, _CHUNK_BYTES // row_bytes)
     if rows_per_chunk >= out_sp[0]:  # whole images per chunk
         images = max(1, min(n, rows_per_chunk // max(out_sp[0], 1), -(-n // (2 * threads)) if threads > 1 else n))
@@ -210,7 +210,7 @@ def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, with_bias: bool, out: np
         np.matmul(cols, wmat, out=out[b0:b1, start:stop].reshape(rows, oc))
 
     if threads > 1 and len(units) > 1:
-        parallel_for(len(units), one)
+        parallel_for(len(units), one, threads)
     else:
         for index in range(len(units)):
             one(index)
@@ -329,10 +329,11 @@ def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """out = a @ b for [N, H, C] x [N, C, W]; a large product is split by rows of ``a`` across threads."""
     n, h, c = a.shape
     w = b.shape[2]
-    if n * h * c * w < _SPLIT_MACS or h < 2:
+    threads = split_threads() if n * h * c * w >= _SPLIT_MACS and h >= 32 else 1
+    if threads == 1:
         return np.matmul(a, b, out=out)
     # Row blocks of at least 16 rows (BLAS's panels), about two per thread.
-    per_batch = max(1, min(h // 16, -(-2 * workers() // n)))
+    per_batch = max(1, min(h // 16, -(-2 * threads // n)))
     size = -(-h // per_batch)
     tasks = [(i, r, min(h, r + size)) for i in range(n) for r in range(0, h, size)]
 
@@ -340,7 +341,7 @@ def _matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         i, start, stop = tasks[index]
         np.matmul(a[i, start:stop], b[i], out=out[i, start:stop])
 
-    parallel_for(len(tasks), one)
+    parallel_for(len(tasks), one, threads)
     return out
 
 
