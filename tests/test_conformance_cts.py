@@ -22,7 +22,7 @@ from ironaccel.conformance import npy
 from ironaccel.conformance.case import Status, run_case
 from ironaccel.conformance.report import Report
 from ironaccel.conformance.runner import CaseInfo, Outcome, select
-from ironaccel.tosa import DType, write
+from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, write
 from ironaccel.tosa.builder import ProgramBuilder
 from tosa_fixtures import CACHE, require_tosa_tools
 
@@ -68,15 +68,31 @@ def test_case_runs_through_the_public_api_and_writes_outputs(tmp_path):
     np.testing.assert_array_equal(np.load(test / "result-0.npy"), 3 * x)
 
 
-def test_case_reports_an_error_if_for_the_tests_own_target(tmp_path):
-    # An fp32 ADD needs PRO-FP: a test that claims only PRO-INT is refused by the ERROR_IF on the profile.
-    x = np.ones((2, 3), np.float32)
-    test = _case_dir(tmp_path, _add_program(), [x, x], negative=True, needs=("tosa-pro-int",))
+def test_case_reports_an_error_if_as_an_error(tmp_path):
+    # ADD of fp32[2,3] and fp32[4,5]: the shapes do not broadcast, an ERROR_IF of the operator.
+    tensors = [Tensor("x", (2, 3), DType.FP32), Tensor("y", (4, 5), DType.FP32), Tensor("z", (2, 3), DType.FP32)]
+    block = Block("main", [Operator(Op.ADD, ("x", "y"), ("z",))], tensors, ("x", "y"), ("z",))
+    program = Program((Region("main", (block,)),))
+    inputs = [np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)]
+    test = _case_dir(tmp_path, program, inputs, negative=True)
     with ironaccel.open("cpu") as dev:
         result = run_case(dev, test)
     assert result.status is Status.ERROR
     assert "ADD" in result.message
     assert not (test / "result-0.npy").exists()
+
+
+def test_case_checks_programs_against_the_implementations_whole_claim(tmp_path):
+    # An int32 comparison in a test that lists only PRO-FP (as the suite's WHILE_LOOP tests do) is valid
+    # for an implementation of both profiles.
+    b = ProgramBuilder()
+    x = b.input("x", (3,), "int32")
+    b.output(b.greater(x, b.const(np.zeros(3, np.int32))))
+    test = _case_dir(tmp_path, b.build(), [np.array([-1, 0, 5], np.int32)], needs=("tosa-pro-fp",))
+    with ironaccel.open("cpu") as dev:
+        result = run_case(dev, test)
+    assert result.status is Status.VALID, result.message
+    assert np.load(test / "result-0.npy").tolist() == [False, False, True]
 
 
 def test_case_reports_an_unreadable_test_without_raising(tmp_path):

@@ -2,10 +2,16 @@
 
 A test directory holds ``desc.json`` (program file, input / output names and files, the profiles and
 extensions it needs, whether an ERROR_IF is expected), the ``.tosa`` program and ``input-N.npy`` files.
-:func:`run_case` validates the program against the test's own target at level 8K, loads it through
-:meth:`Device.compile` (validation, admission, load), runs it and writes each output where ``desc.json``
-says, in the form the suite's verifier reads. It never raises for a test's content: every outcome is a
-:class:`CaseResult`.
+:func:`run_case` loads the program through :meth:`Device.compile` (validation, admission, load), runs it
+and writes each output where ``desc.json`` says, in the form the suite's verifier reads. It never raises
+for a test's content: every outcome is a :class:`CaseResult`.
+
+The program is validated against the implementation's whole claim — both profiles and every 1.0
+extension, level 8K — not against the test's ``profiles_supported``: that field says which
+implementations must run a test, and the suite relies on it (its PRO-FP WHILE_LOOP tests count
+iterations with int32 GREATER, a PRO-INT type). Negative tests cannot depend on the profile either: the
+reference model, whose verdicts they record, knows no profiles. What a device cannot run, its
+admission refuses.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 from ..core.errors import IronAccelError
 from ..tosa.codec import read
 from ..tosa.errors import FormatError, LoweringError, ValidationError
-from ..tosa.target import Target
+from ..tosa.target import Extension, Profile, Target
 from . import npy
 
 
@@ -41,10 +47,9 @@ def read_desc(test: Path) -> dict[str, Any]:
     return json.loads((test / "desc.json").read_text())
 
 
-def target_of(desc: dict[str, Any], level: str = "8k") -> Target:
-    """The target a test is written for: the profiles it lists and the extensions it requires."""
-    needs = desc.get("test_requirements", {})
-    return Target.of(needs.get("profiles_supported", []), needs.get("extensions_required", []), level)
+def implementation_target(level: str = "8k") -> Target:
+    """Both profiles and every 1.0 extension at ``level``: what the suite's programs are checked against."""
+    return Target.of(list(Profile), list(Extension), level)
 
 
 def _refusal(exc: Exception) -> CaseResult:
@@ -69,7 +74,7 @@ def run_case(device: Any, test: Path, desc: dict[str, Any] | None = None, *, lev
     except (OSError, KeyError, ValueError, FormatError) as exc:
         return CaseResult(Status.FAILED, f"unreadable test: {type(exc).__name__}: {exc}")
     try:
-        exe = device.compile(payload, target=target_of(desc, level))
+        exe = device.compile(payload, target=implementation_target(level))
     except (ValidationError, LoweringError, IronAccelError) as exc:
         return _refusal(exc)
     try:
