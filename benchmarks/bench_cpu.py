@@ -183,7 +183,7 @@ def render(results: dict[str, Any]) -> str:
         "Threads: every library uses its own default on this machine:",
     ]
     for name, info in env["peers"].items():
-        lines.append(f"- {name}: {info['version']}; {info['threads']}")
+        lines.append(f"- {name}: " + "; ".join(part for part in (info["version"], info["threads"]) if part))
     for name, why in env["missing_peers"].items():
         lines.append(f"- {name}: not run ({why})")
     lines += [

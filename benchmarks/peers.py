@@ -97,7 +97,7 @@ class IronAccelKernel(Peer):
     """The CPU interpreter alone (``CompiledProgram.run``): no buffers, no queue hand-off."""
 
     name = "ironaccel-kernel"
-    threads = "as ironaccel"
+    threads = "the interpreter alone, threads as ironaccel"
 
     def prepare(self, workload: Workload) -> Prepared | str:
         from ironaccel.backends.cpu.interpreter import load
@@ -352,4 +352,3 @@ def make(name: str) -> Peer:
         "ref": RefModel,
     }
     return peers[name]()
-

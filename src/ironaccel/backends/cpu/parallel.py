@@ -4,8 +4,9 @@ split their own work across a small pool instead.
 Why not let OpenBLAS thread each call: its workers spin and then sleep between calls, so on a busy
 machine (or with a program of many small products) a two-thread GEMM waits a scheduler tick for the
 second thread: a 0.1 ms product measured 7 ms. Splitting ourselves also runs the im2col copies in
-parallel, which BLAS threading never does, and it degrades gracefully: chunks go to whichever thread
-asks next, so when a helper is not scheduled the calling thread simply does all the chunks.
+parallel, which BLAS threading never does, and chunks go to whichever thread asks next. A kernel
+splits only while a CPU is idle (:func:`split_threads`): with every core busy, waiting for a
+descheduled helper costs more than the helper saves.
 
 The BLAS thread count is process-wide (OpenBLAS keeps one number), so :func:`single_threaded_blas`
 lowers it while any program runs and restores the caller's value when the last one ends; numpy calls
