@@ -267,15 +267,23 @@ class Accelerator:
             rec = self._transfer_range(buf, offset, view.nbytes, BufferUsage.TRANSFER_DESTINATION)
         self._guard(self._write, rec.native, offset, view)
 
-    def read_buffer(self, buf: Buffer, offset: int, length: int) -> bytearray:
-        """Copies: the one buffer-to-host copy point; returns a new bytearray of ``length`` bytes."""
+    def read_buffer(self, buf: Buffer, offset: int, length: int, out: Any = None) -> Any:
+        """Copies: the one buffer-to-host copy point. Returns a new bytearray of ``length`` bytes, or
+        fills ``out`` (any writable buffer of exactly ``length`` bytes, e.g. a numpy array the caller
+        keeps) and returns it. The range is checked before anything is allocated."""
         from .types import BufferUsage
 
-        out = bytearray(length) if isinstance(length, int) and 0 <= length <= (1 << 40) else None
         with self._lock:
             self._check_alive()
             rec = self._transfer_range(buf, offset, length, BufferUsage.TRANSFER_SOURCE)
-        self._guard(self._read, rec.native, offset, memoryview(out))
+        if out is None:
+            out = bytearray(length)
+            view = memoryview(out)
+        else:
+            view = memoryview(out).cast("B")
+            if view.readonly or view.nbytes != length:
+                raise InvalidArgument(f"read_buffer: out must be a writable buffer of {length} bytes")
+        self._guard(self._read, rec.native, offset, view)
         return out
 
     def free_buffer(self, buf: Buffer) -> None:
