@@ -57,7 +57,7 @@ conformance: venv tosa-tools
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa
 fuzz-tosa: venv
-	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -m slow tests/test_tosa_fuzz.py
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -s -m slow tests/test_tosa_fuzz.py
 
 # make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
 .PHONY: models
