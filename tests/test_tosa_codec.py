@@ -429,3 +429,22 @@ def test_empty_constant_with_huge_other_dimensions_is_a_format_error():
     prog = Program((Region("main", (block,)),))
     with pytest.raises(FormatError, match="too large to represent"):
         read(write(prog))
+
+
+def test_zero_size_data_of_a_non_constant_reads_as_no_data():
+    # Found by fuzzing: a file may carry (padding) bytes for a zero-element tensor no CONST produces; it
+    # reads as a tensor without data, which is what the writer then emits, so reading is stable.
+    empty = np.zeros((0,), np.int8)
+    block = Block(
+        "main",
+        (Operator(Op.IDENTITY, ("x",), ("y",)),),
+        (
+            Tensor("x", (0,), DType.INT8, empty),
+            Tensor("y", (0,), DType.INT8),
+        ),
+        ("x",),
+        ("y",),
+    )
+    once = read(write(Program((Region("main", (block,)),))))
+    assert once.main.tensor("x").data is None
+    assert read(write(once)) == once

@@ -284,6 +284,10 @@ class _Decoder:
         if any(d < 0 for d in shape):
             raise FormatError(f"constant data for a dynamic shape {_dims(shape)}", where)
         count = math.prod(shape)
+        if count == 0 and not is_const:
+            # No element to hold: only a CONST output's empty array means anything (the writer stores
+            # none for it either way), so stray padding bytes read as "no data", as a writer would emit.
+            return None
         expected = storage_bytes(dtype, count)
         padded = len(raw) == expected or len(raw) == max(8, -(-expected // 8) * 8)
         if len(raw) < expected or (self.strict and not padded):
