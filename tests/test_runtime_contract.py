@@ -156,3 +156,20 @@ def test_program_load_refuses_an_artifact_over_its_resident_bound():
     with pytest.raises(Exception, match="resident"):
         acc.load_program(ctx, ArtifactRef(semantic.add_program(), 0))
     acc.destroy_context(ctx)
+
+
+def test_user_api_writes_into_the_callers_arrays():
+    with ironaccel.open("cpu") as dev:
+        exe = dev.compile(semantic.add_program(4))
+        a = np.arange(4, dtype=np.float32)
+        y = np.zeros(4, np.float32)
+        run = exe.submit(a, a, out=y)
+        (got,) = run.wait(30)
+        assert got is y
+        np.testing.assert_array_equal(y, 2 * a)
+        (again,) = exe(a, np.ones(4, np.float32), out=[y])
+        assert again is y and y.tolist() == [1, 2, 3, 4]
+        for bad in (np.zeros(5, np.float32), np.zeros(4, np.float64), np.zeros(8, np.float32)[::2], [y, y]):
+            with pytest.raises(InvalidArgument, match="out"):
+                exe(a, a, out=bad)
+        assert dev.accelerator.live_resources()["buffer"] == 0  # refused before anything was allocated

@@ -3,7 +3,7 @@
     dev = ironaccel.open("cpu")          # "vulkan", "vulkan:1", "auto"
     exe = dev.compile("model.tosa")      # a path, bytes or a tosa.Program: validated, admitted, loaded
     y, = exe(x)                          # numpy (or any DLPack array) in, numpy out
-    run = exe.submit(x); outs = run.wait()
+    run = exe.submit(x, out=y); run.wait()   # asynchronous, results into the caller's arrays
 
 Each Device owns one context and one queue on its Accelerator; an Executable owns a loaded program.
 Device and Executable are safe to use from several threads (calls on one executable run in order).
@@ -48,12 +48,13 @@ def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
 
 
 class Run:
-    """A submitted call: ``done``, ``wait(timeout) -> outputs``."""
+    """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given)."""
 
-    def __init__(self, exe: Executable, event: Event, buffers: list[Buffer]) -> None:
+    def __init__(self, exe: Executable, event: Event, buffers: list[Buffer], out: list[np.ndarray] | None) -> None:
         self._exe = exe
         self.event = event
         self._buffers = buffers
+        self._out = out
         self._outputs: list[np.ndarray] | None = None
 
     @property
@@ -63,7 +64,7 @@ class Run:
 
     def wait(self, timeout: float | None = None) -> list[np.ndarray]:
         if self._outputs is None:
-            self._outputs = self._exe._finish(self.event, self._buffers, timeout)
+            self._outputs = self._exe._finish(self.event, self._buffers, timeout, self._out)
         return self._outputs
 
 
@@ -77,13 +78,16 @@ class Executable:
         self.outputs: tuple[TensorSpec, ...] = program.outputs
         self._lock = threading.Lock()
 
-    def __call__(self, *arrays: Any) -> list[np.ndarray]:
-        return self.submit(*arrays).wait()
+    def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
+        return self.submit(*arrays, out=out).wait()
 
-    def submit(self, *arrays: Any, timeout: float | None = None) -> Run:
+    def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None) -> Run:
+        """Start a call. ``out``: arrays to receive the outputs (one array, or one per output, each of the
+        output's shape and storage dtype, writable and C-contiguous); otherwise new arrays are made."""
         if len(arrays) != len(self.inputs):
             raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
         values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+        targets = self._targets(out)
         acc, ctx = self.device.accelerator, self.device.context
         buffers: list[Buffer] = []
         try:
@@ -102,9 +106,34 @@ class Executable:
             for buf in buffers:
                 acc.free_buffer(buf)
             raise
-        return Run(self, event, buffers)
+        return Run(self, event, buffers, targets)
 
-    def _finish(self, event: Event, buffers: list[Buffer], timeout: float | None) -> list[np.ndarray]:
+    def _targets(self, out: Any) -> list[np.ndarray] | None:
+        if out is None:
+            return None
+        if isinstance(out, np.ndarray):
+            out = [out]
+        out = list(out)
+        if len(out) != len(self.outputs):
+            raise InvalidArgument(f"program has {len(self.outputs)} output(s), out= gives {len(out)}")
+        for i, (array, spec) in enumerate(zip(out, self.outputs, strict=True)):
+            ok = (
+                isinstance(array, np.ndarray)
+                and array.dtype == spec.numpy_dtype
+                and array.shape == spec.shape
+                and array.flags.writeable
+                and array.flags.c_contiguous
+            )
+            if not ok:
+                raise InvalidArgument(
+                    f"out[{i}] must be a writable C-contiguous {spec.numpy_dtype} array of shape {spec.shape}"
+                    f" ({spec}), got {getattr(array, 'dtype', type(array).__name__)}{getattr(array, 'shape', '')}"
+                )
+        return out
+
+    def _finish(
+        self, event: Event, buffers: list[Buffer], timeout: float | None, out: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         acc = self.device.accelerator
         try:
             state = acc.wait(event, timeout)
@@ -114,8 +143,8 @@ class Executable:
                     raise error
                 raise IronAccelError(f"execution ended {state.value}")
             outs = []
-            for buf, spec in zip(buffers[len(self.inputs) :], self.outputs, strict=True):
-                value = np.empty(spec.shape, spec.numpy_dtype)
+            for i, (buf, spec) in enumerate(zip(buffers[len(self.inputs) :], self.outputs, strict=True)):
+                value = out[i] if out is not None else np.empty(spec.shape, spec.numpy_dtype)
                 if spec.nbytes:  # one copy, straight into the array handed back
                     acc.read_buffer(buf, 0, spec.nbytes, out=value.reshape(-1).view(np.uint8))
                 outs.append(value)
