@@ -9,6 +9,7 @@ must return to zero after every scenario that the caller cleans up.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,11 +41,15 @@ class FaultyAccelerator(Accelerator):
         self.inner = inner
         self.faults = list(faults)
         self.calls: dict[str, int] = {}
+        self._calls_lock = threading.Lock()
         self.supports_cancellation = inner.supports_cancellation
+        # A backend without a worker thread completes events when asked (poll / wait): pass that through.
+        self.observes_completion = inner.observes_completion
 
     def _inject(self, hook: str, call: Callable[[], Any]) -> Any:
-        n = self.calls.get(hook, 0)
-        self.calls[hook] = n + 1
+        with self._calls_lock:  # hooks run on several threads; each call must get its own number
+            n = self.calls.get(hook, 0)
+            self.calls[hook] = n + 1
         fault = next((f for f in self.faults if f.hook == hook and f.at == n), None)
         if fault is None:
             return call()
@@ -94,6 +99,10 @@ class FaultyAccelerator(Accelerator):
 
     def _submit(self, queue: Any, program: Any, ranges: Sequence[BoundRange], event: EventCore) -> None:
         self._inject("submit", lambda: self.inner._submit(queue, program, ranges, event))
+
+
+    def _progress(self, event: Any, timeout: float) -> None:
+        self._inject("progress", lambda: self.inner._progress(event, timeout))
 
 
 def device_lost(hook: str, at: int = 0) -> Fault:

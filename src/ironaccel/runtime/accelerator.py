@@ -7,7 +7,10 @@ that finds an impossible case raises InternalError). Each method documents four 
 **Failure** (what an error leaves behind) and **Copies** (which bytes move).
 
 Thread safety: every public method may be called from any thread; bookkeeping is guarded by one
-lock, and hooks run outside it except where noted. Objects of one context never affect another's.
+lock. The hooks that create or release objects (``_create_context``, ``_allocate``, ``_load``,
+``_create_queue`` and the release hooks) run under that lock; ``_write``, ``_read`` and ``_submit`` run
+outside it, so a backend must allow those three concurrently (``_submit`` also on the thread that
+signals a host gate). Objects of one context never affect another's.
 """
 
 from __future__ import annotations
@@ -63,7 +66,13 @@ class BoundRange:
 
 
 class Accelerator:
-    """Base of every execution backend. Subclasses implement the ``_hooks`` below."""
+    """Base of every execution backend. Subclasses implement the ``_hooks`` below.
+
+    Thread safety: every public operation is safe from any thread, on any objects. Checks and
+    bookkeeping are atomic: quotas and limits are never exceeded by concurrent callers, and a handle
+    released on one thread is stale on all. The caller orders only a transfer against a free of the
+    same buffer, or a write against a submission binding it (those checks are made as the call begins).
+    """
 
     # ---- backend hooks (override) ----------------------------------------------------------
     def _device_info(self) -> DeviceInfo:
@@ -111,6 +120,23 @@ class Accelerator:
         raise NotImplementedError("submit")
 
     supports_cancellation = False
+
+    # Completion by observation. A backend with no thread of its own to complete events (Vulkan: work
+    # finishes on the device and a fence says so) sets ``observes_completion`` and implements
+    # ``_progress``; ``poll_event`` and ``wait`` then ask it, and the releases that refuse pinned or
+    # pending objects (free_buffer, unload_program, destroy_queue, destroy_event) let it retire finished
+    # work first. Backends that complete events themselves leave both alone and see no change.
+    observes_completion = False
+
+    def _progress(self, event: EventCore | None, timeout: float | None) -> None:
+        """Observe finished work and complete (or fail) its events. ``event`` None: retire whatever has
+        finished, never blocking. Otherwise bring ``event`` up to date, blocking until it is terminal,
+        something changed, or ``timeout`` seconds passed (0: never block; None: no limit). Called
+        outside the accelerator's lock; may raise DeviceLost (which poisons the instance)."""
+
+    def _observe_all(self) -> None:
+        if self.observes_completion:
+            self._guard(self._progress, None, 0.0)
 
     # ---- construction -------------------------------------------------------------------------
     def __init__(self, quota: Quota | None = None) -> None:
@@ -258,7 +284,8 @@ class Accelerator:
         return rec
 
     def write_buffer(self, buf: Buffer, offset: int, data: Any) -> None:
-        """Copies: the one host-to-buffer copy point. Failure: the range may be partly written."""
+        """Copies: the one host-to-buffer copy point. Failure: the range may be partly written.
+        Blocking: the copy runs outside the lock, in parallel with other calls."""
         from .types import BufferUsage
 
         view = memoryview(data).cast("B")
@@ -288,6 +315,7 @@ class Accelerator:
 
     def free_buffer(self, buf: Buffer) -> None:
         """Ownership: consumes ``buf``. Failure: ReleaseRejected(Busy) while pending work binds it."""
+        self._observe_all()
         with self._lock:
             rec = self._record(buf, Buffer)
             if rec.pins:
@@ -320,6 +348,10 @@ class Accelerator:
         outputs = tuple(TensorSpec.of(t) for t in block.output_tensors)
         with self._lock:
             self._check_alive()
+            # The lock was let go while the artifact was parsed: the context may be gone by now, and other
+            # loads may have filled it, so both are checked again before anything is made resident.
+            crec = self._record(ctx, Context)
+            self._limit(ctx, Program, limits.max_programs_per_context)
             quota: Quota = crec.extra
             used = self._quota_use(ctx, Program)
             native, resident = self._guard(self._load, crec.native, program)
@@ -334,6 +366,7 @@ class Accelerator:
             return handle
 
     def unload_program(self, program: Program) -> None:
+        self._observe_all()
         with self._lock:
             rec = self._record(program, Program)
             if rec.pins:
@@ -352,6 +385,7 @@ class Accelerator:
             return q
 
     def destroy_queue(self, queue: Queue) -> None:
+        self._observe_all()
         with self._lock:
             rec = self._record(queue, Queue)
             if rec.pins:
@@ -415,12 +449,24 @@ class Accelerator:
 
         def start() -> None:
             # Runs on the thread that signals the gate: a failure to start fails the event, never that thread.
+            # Work cancelled (or failed by device loss) while parked never reaches the backend: its queue and
+            # buffers may be released by now. Otherwise extra pins keep them alive while _submit runs, even if
+            # a cancel that wins meanwhile drops the event's own pins.
+            with self._lock:
+                if core.state.terminal:
+                    return
+                for r in pinned:
+                    r.pins += 1
             try:
                 self._submit(qrec.native, prec.native, ranges, core)
             except SubmitIndeterminate as exc:
                 core.fail(exc.error)
             except IronAccelError as exc:
                 core.fail(exc)
+            finally:
+                with self._lock:
+                    for r in pinned:
+                        r.pins -= 1
 
         if after is None:
             try:
@@ -478,17 +524,30 @@ class Accelerator:
     def poll_event(self, event: Event) -> EventState:
         """Never blocks. A terminal state never changes."""
         with self._lock:
-            return self._record(event, Event).native.state
+            core: EventCore = self._record(event, Event).native
+        if self.observes_completion and not core.state.terminal:
+            self._guard(self._progress, core, 0.0)
+        return core.state
 
     def event_error(self, event: Event) -> IronAccelError | None:
         with self._lock:
             return self._record(event, Event).native.error
 
     def wait(self, event: Event, timeout: float | None = None) -> EventState:
-        """Block up to ``timeout`` seconds (None: forever); raises DeadlineExpired if still pending."""
+        """Block up to ``timeout`` seconds (None: forever); raises DeadlineExpired if still pending.
+        Any number of threads may wait on one event; all wake when it becomes terminal."""
         with self._lock:
             core: EventCore = self._record(event, Event).native
-        state = core.wait(timeout)
+        if self.observes_completion:
+            end = None if timeout is None else time.monotonic() + timeout
+            while not core.state.terminal:
+                remaining = None if end is None else end - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._guard(self._progress, core, remaining)
+            state = core.state
+        else:
+            state = core.wait(timeout)
         if not state.terminal:
             raise DeadlineExpired(f"{event!r} still pending after {timeout} s")
         return state
@@ -503,6 +562,7 @@ class Accelerator:
 
     def destroy_event(self, event: Event) -> None:
         """Ownership: consumes a TERMINAL event. Failure: ReleaseRejected(Busy) while it is pending."""
+        self._observe_all()
         with self._lock:
             rec = self._record(event, Event)
             if not rec.native.state.terminal:

@@ -2,7 +2,7 @@
 
 State machine: PENDING -> COMPLETE | FAILED(error) | CANCELLED. The first transition out of PENDING
 wins (completion and cancellation race safely) and a terminal state never changes. Waiting uses a
-condition variable; polling never blocks.
+condition variable; polling never blocks. Every method of EventCore is safe from any thread.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ class EventState(enum.Enum):
 
 
 class EventCore:
-    """The shared, thread-safe state behind an :class:`~ironaccel.runtime.handles.Event` handle."""
+    """The shared, thread-safe state behind an :class:`~ironaccel.runtime.handles.Event` handle.
+
+    Terminal callbacks run once, on the thread that wins the transition, before the state is published."""
 
     def __init__(self, deadline: float | None) -> None:
         self._cond = threading.Condition()

@@ -15,7 +15,9 @@ from ..core.errors import InvalidArgument
 
 
 class HostGate:
-    """A monotonic 64-bit counter; ``signal`` may be called from any thread."""
+    """A monotonic 64-bit counter. Every method is safe from any thread: racing signals leave the
+    highest value (a lower one raises InvalidArgument), and released work is handed to its queue on the
+    signalling thread, outside the gate's lock; no thread blocks while work waits."""
 
     def __init__(self, owner: object, context: object) -> None:
         self._lock = threading.Lock()

@@ -2,6 +2,9 @@
 
 IDs are generational (index in the low 32 bits, generation above), never reused within an instance,
 so a stale or foreign handle is recognised instead of silently naming a newer object.
+
+Thread safety: a handle is an immutable name and may be shared between threads; every operation on
+it goes through its accelerator, which checks it (a handle released on one thread is stale on all).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import threading
 
 
 class Handle:
+    """Names one object of ``owner`` (an Accelerator). Never changed after creation: safe to share."""
+
     __slots__ = ("context", "id", "owner")
     kind = "object"
 
@@ -53,12 +58,15 @@ class Queue(Handle):
 
 
 class Event(Handle):
+    """Names one submission's completion. Any thread may poll, wait on or cancel it (the first
+    transition out of PENDING wins; a terminal state never changes); destroy it once, when terminal."""
+
     __slots__ = ()
     kind = "event"
 
 
 class IdAllocator:
-    """Generational ids: a fresh index per object, generation bumped per allocator instance."""
+    """Generational ids: a fresh index per object, generation bumped per allocator instance. Thread-safe."""
 
     _instances = itertools.count(1)
 

@@ -6,7 +6,8 @@
     run = exe.submit(x, out=y); run.wait()   # asynchronous, results into the caller's arrays
 
 Each Device owns one context and one queue on its Accelerator; an Executable owns a loaded program.
-Device and Executable are safe to use from several threads (calls on one executable run in order).
+Device and Executable are safe to use from several threads (calls run in submission order on the
+device's one queue); ``close`` belongs after the other threads' calls. A Run is for one thread.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
 
 
 class Run:
-    """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given)."""
+    """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given).
+
+    Not thread-safe: use a Run from one thread at a time (its first ``wait`` releases the event and
+    buffers). Other Runs of the same Executable may be waited on from other threads meanwhile."""
 
     def __init__(self, exe: Executable, event: Event, buffers: list[Buffer], out: list[np.ndarray] | None) -> None:
         self._exe = exe
@@ -69,14 +73,16 @@ class Run:
 
 
 class Executable:
-    """A program loaded on a device, callable with arrays."""
+    """A program loaded on a device, callable with arrays.
+
+    Thread safety: calls and ``submit`` may come from any threads at once (each call gets its own
+    buffers; concurrent calls must not share ``out`` arrays); ``close`` only once no call is in flight."""
 
     def __init__(self, device: Device, program: Program) -> None:
         self.device = device
         self.program = program
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
-        self._lock = threading.Lock()
 
     def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
         return self.submit(*arrays, out=out).wait()
@@ -162,7 +168,10 @@ class Executable:
 
 
 class Device:
-    """One accelerator opened for use: a context and a queue on it."""
+    """One accelerator opened for use: a context and a queue on it.
+
+    Thread safety: ``compile`` and the executables it returns may be used from any threads at once;
+    ``close`` only after the other threads are done with the device."""
 
     def __init__(self, accelerator: Accelerator, name: str, why: str = "") -> None:
         self.accelerator = accelerator
@@ -183,7 +192,9 @@ class Device:
         ``target`` (profiles, extensions, level) restricts what the program may use; None checks it
         against all of TOSA 1.0 with no level limits."""
         payload = _payload(source)
-        bound = resident_bytes if resident_bytes is not None else 4 * len(payload) + (1 << 20)
+        # No bound of the caller's: what the program keeps resident (constants, a GPU backend's arena of
+        # intermediates) is limited by the context's quota alone, which load_program enforces.
+        bound = resident_bytes if resident_bytes is not None else 1 << 62
         words = target.encode() if target is not None else ()
         program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words))
         exe = Executable(self, program)

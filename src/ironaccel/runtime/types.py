@@ -1,6 +1,7 @@
 """Plain records of the execution contract: descriptors, infos, bindings, artifacts, timeouts.
 
 Numeric values follow virtio-accel protocol 1.0 so a record crosses the virtio wire unchanged.
+Every record is a frozen dataclass: immutable, so safe to share between threads.
 """
 
 from __future__ import annotations

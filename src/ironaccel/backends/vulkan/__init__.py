@@ -1,0 +1,77 @@
+"""The Vulkan backend: TOSA 1.0 programs as compute dispatches on any Vulkan 1.3 device.
+
+Design (ADR 0008 gives the reasons and the alternatives):
+
+1. **Availability is a reason, never an ImportError.** No `vulkan` package, no loader, no usable
+   Vulkan 1.3 device, or ``IRONACCEL_VULKAN=0``: :func:`open_accelerator` raises
+   :class:`~ironaccel.core.errors.Unsupported` saying which.
+2. **Software devices only on request.** lavapipe / SwiftShader are chosen when the selector names
+   them (``"llvmpipe"``, ``"lavapipe"``, an index, a UUID) or when nothing else exists, and are marked
+   ``software`` so ``ironaccel.open("auto")`` still prefers the CPU backend to them.
+3. **Buffers are dedicated allocations, Host and Shared persistently mapped** (write/read are a memcpy);
+   Device memory is mapped where the device has host-visible device-local memory and staged otherwise.
+4. **A program is planned once**: one arena laid out by the shared liveness analysis (RESHAPE /
+   IDENTITY as views), constants uploaded once, and the whole graph recorded ONCE into one command
+   buffer, with buffer barriers only where a step reads or overwrites what an earlier one touched.
+5. **Submission is one vkQueueSubmit2 into a bounded ring** (copy-in, the program, copy-out, a fence);
+   a full ring is Busy. No worker thread: completion is observed through the fences when the runtime
+   polls or waits.
+6. **Shaders are GLSL written here, compiled to SPIR-V that is checked in** (``scripts/build-shaders``);
+   shapes reach kernels as push constants, operator codes as specialization constants. Nothing a user
+   sends reaches a shader compiler.
+7. **Numerics are the FP32 tier's, within TOSA's bounds**: the transcendental functions are written out
+   (``shaders/include/math.glsl``) instead of trusting Vulkan's loose built-ins, and kernels keep NaN,
+   infinities and signed zeros (SignedZeroInfNanPreserve). The CPU backend is the oracle in the tests.
+
+Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
+:mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,
+:mod:`.submit`, :mod:`.capability`, :mod:`.accelerator`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...core.errors import Unsupported
+from ...core.settings import Settings
+
+if TYPE_CHECKING:
+    from .accelerator import VulkanAccelerator
+
+
+def open_accelerator(
+    selector: str | int | None = None, *, settings: Settings | None = None, staging: bool = False, **kwargs: Any
+) -> VulkanAccelerator:
+    """An accelerator on the Vulkan device ``selector`` names (see :func:`.device.choose`): None for the
+    best hardware device (a software one only if nothing else exists), an index, a UUID, ``"lavapipe"``
+    / ``"llvmpipe"`` or part of a device name. ``staging`` routes Device-domain buffers through a staging
+    copy even where they could be mapped (to exercise that path). Raises Unsupported with the reason
+    when Vulkan cannot be used."""
+    settings = settings if settings is not None else Settings.from_env()
+    if "vulkan" in settings.disabled:
+        raise Unsupported("the Vulkan backend is switched off (IRONACCEL_VULKAN=0)")
+    from . import device as device_mod
+    from .accelerator import VulkanAccelerator
+    from .instance import instance
+
+    inst = instance()
+    physical = device_mod.choose(device_mod.describe_all(inst), selector)
+    return VulkanAccelerator(inst, physical, staging=staging, **kwargs)
+
+
+def available(settings: Settings | None = None) -> str | None:
+    """None when :func:`open_accelerator` could open some device, else the reason it could not."""
+    settings = settings if settings is not None else Settings.from_env()
+    if "vulkan" in settings.disabled:
+        return "the Vulkan backend is switched off (IRONACCEL_VULKAN=0)"
+    try:
+        from . import device as device_mod
+        from .instance import instance
+
+        device_mod.choose(device_mod.describe_all(instance()), None)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+__all__ = ["available", "open_accelerator"]

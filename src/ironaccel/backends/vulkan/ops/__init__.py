@@ -1,0 +1,51 @@
+"""Lowerings: one module per specification operator group, each mapping its operators to dispatches.
+
+:data:`LOWERINGS` is filled by the ``@lowering`` decorator as the group modules are imported below; the
+capability descriptor (``..capability``) lists the same operators with the types they accept, and a
+test checks the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ....tosa.operators import Op
+from .common import Lowering
+
+LOWERINGS: dict[Op, Lowering] = {}
+
+
+def lowering(*ops: Op) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+
+    return register
+
+
+from . import (  # noqa: E402 - the group modules register themselves through `lowering`
+    activation,
+    comparison,
+    data_layout,
+    data_nodes,
+    elementwise_binary,
+    elementwise_ternary,
+    elementwise_unary,
+    reduction,
+    tensor,
+)
+
+__all__ = [
+    "LOWERINGS",
+    "activation",
+    "comparison",
+    "data_layout",
+    "data_nodes",
+    "elementwise_binary",
+    "elementwise_ternary",
+    "elementwise_unary",
+    "lowering",
+    "reduction",
+    "tensor",
+]

@@ -1,0 +1,29 @@
+"""CLAMP, TANH, SIGMOID, ERF on fp32: the same ``unary.comp`` kernel as the unary group.
+
+CLAMP's bounds travel as push constants (the attribute's little-endian fp32 bytes, reinterpreted), its
+NaN mode as a specialization constant.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ....tosa.operators import Op
+from . import lowering
+from .common import LoweringContext, Step, nan_mode
+from .elementwise_unary import unary_steps
+
+
+def _bound(raw: bytes) -> float:
+    return struct.unpack("<f", bytes(raw[:4]))[0]
+
+
+@lowering(Op.CLAMP)
+def clamp(ctx: LoweringContext) -> list[Step]:
+    attr = ctx.operator.attribute
+    return unary_steps(ctx, _bound(attr.min_val), _bound(attr.max_val), nan_mode(ctx))
+
+
+@lowering(Op.TANH, Op.SIGMOID, Op.ERF)
+def activation(ctx: LoweringContext) -> list[Step]:
+    return unary_steps(ctx)

@@ -1,0 +1,147 @@
+"""What a lowering produces and the helpers the elementwise lowerings share.
+
+A lowering turns one TOSA operator into :class:`Dispatch` and :class:`Copy` steps over :class:`Place`\\ s
+(byte ranges of the program's arena or constants buffer). Steps name the ranges they read and write,
+which is all the planner needs to place barriers. Descriptor bindings are a dispatch's reads, in order,
+then its writes: every shader declares its buffers in that order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ....core.errors import InternalError
+from ....tosa.attributes import NanPropagationMode
+from ....tosa.ir import Operator, Tensor
+
+MAX_RANK = 6  # the kernels' push constants hold six dimensions (TOSA level 8K's rank limit)
+WORKGROUP = 64  # invocations per workgroup of the elementwise kernels (specialization constant 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where a tensor's bytes live: ``buffer`` "arena" (intermediates, inputs, outputs) or "const"."""
+
+    buffer: str
+    offset: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Dispatch:
+    shader: str
+    spec: tuple[int, ...]  # specialization constants 0, 1, ... (uint32 each)
+    reads: tuple[Place, ...]
+    writes: tuple[Place, ...]
+    push: bytes
+    groups: tuple[int, int, int]
+
+    @property
+    def bindings(self) -> tuple[Place, ...]:
+        return (*self.reads, *self.writes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Copy:
+    src: Place
+    dst: Place
+
+    @property
+    def reads(self) -> tuple[Place, ...]:
+        return (self.src,)
+
+    @property
+    def writes(self) -> tuple[Place, ...]:
+        return (self.dst,)
+
+
+Step = Dispatch | Copy
+
+
+class LoweringContext(Protocol):
+    operator: Operator
+    inputs: tuple[Tensor, ...]  # declarations, specification order
+    outputs: tuple[Tensor, ...]
+    max_groups: tuple[int, int, int]
+
+    def place(self, tensor: Tensor) -> Place:
+        """Where ``tensor`` lives (constants are uploaded on first request)."""
+        ...
+
+    def constant(self, index: int) -> np.ndarray | None:
+        """Operand ``index``'s value when it is a program constant (a host-side parameter)."""
+        ...
+
+
+Lowering = Callable[[LoweringContext], list[Step]]
+
+
+def nan_mode(ctx: LoweringContext) -> int:
+    """The operator's NaN mode as the kernels take it: 1 propagate (also for UNKNOWN), 2 ignore."""
+    mode = getattr(ctx.operator.attribute, "nan_mode", NanPropagationMode.PROPAGATE)
+    return 2 if mode == NanPropagationMode.IGNORE else 1
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Element strides of a contiguous ``shape`` read at ``out_shape``'s coordinates: 0 where it broadcasts."""
+    return [0 if d == 1 and o != 1 else s for d, o, s in zip(shape, out_shape, contiguous_strides(shape), strict=True)]
+
+
+def coalesce(shape: Sequence[int], operands: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dimensions and merge neighbours that every operand walks contiguously (outer stride =
+    inner stride x inner size), so most elementwise work indexes in one or two dimensions."""
+    dims: list[int] = []
+    strides: list[list[int]] = [[] for _ in operands]
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        if dims and all(s[-1] == op[d] * size for s, op in zip(strides, operands, strict=True)):
+            dims[-1] *= size
+            for s, op in zip(strides, operands, strict=True):
+                s[-1] = op[d]
+            continue
+        dims.append(size)
+        for s, op in zip(strides, operands, strict=True):
+            s.append(op[d])
+    return dims, strides
+
+
+def pad(values: Sequence[int]) -> list[int]:
+    if len(values) > MAX_RANK:
+        raise InternalError(f"{len(values)} dimensions after coalescing; the kernels take {MAX_RANK}")
+    return [*values, *([0] * (MAX_RANK - len(values)))]
+
+
+def groups(count: int, ctx: LoweringContext) -> tuple[int, int, int]:
+    """Workgroups for ``count`` invocations; the kernels loop (grid stride) past the device's limit."""
+    return (max(1, min(-(-count // WORKGROUP), ctx.max_groups[0])), 1, 1)
+
+
+def indexed_push(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]) -> tuple[int, bytes]:
+    """(element count, push constants) of a broadcasting kernel: n, rank, shape[6], one stride[6] per
+    input. Rank 0 tells the kernel every input has the output's shape."""
+    n = int(np.prod(out_shape, dtype=np.int64)) if out_shape else 1
+    if all(tuple(s) == tuple(out_shape) for s in in_shapes):
+        dims: list[int] = []
+        strides: list[list[int]] = [[] for _ in in_shapes]
+    else:
+        dims, strides = coalesce(out_shape, [broadcast_strides(s, out_shape) for s in in_shapes])
+        if not dims:  # everything is one element
+            dims, strides = [1], [[0] for _ in in_shapes]
+    words = [n, len(dims), *pad(dims)]
+    for s in strides:
+        words += pad(s)
+    return n, struct.pack(f"<{len(words)}I", *words)

@@ -1,0 +1,212 @@
+"""Load-time planning: an admitted TOSA program -> byte places, a step list and its barriers.
+
+Pure Python (no Vulkan object is touched), so it is tested on its own; :mod:`.program` turns a plan into
+buffers, descriptor sets and the one prerecorded command buffer.
+
+* Memory: :func:`ironaccel.tosa.analysis.plan_memory` lays out one arena for the block's tensors,
+  graph inputs and outputs included (``include_io``): submission copies bound input ranges into their
+  arena places and output places back out, so the command buffer never changes. Intermediates share
+  bytes where their live intervals allow; RESHAPE / IDENTITY results that the analysis makes views
+  take their source's bytes. Offsets are aligned to 256 bytes (and to the device's storage-buffer
+  offset alignment), which is also what lets BOOL kernels write whole 32-bit words.
+* Constants: the CONST tensors some step or graph output uses, packed into one constants buffer that
+  is uploaded once. RESHAPE / IDENTITY of a constant is folded at load into the same bytes.
+* Steps: each operator (in the analysis's execution order, dead ones skipped) becomes dispatches and
+  copies through its lowering in :mod:`.ops`.
+* Barriers: a step waits for earlier steps only where a byte range it reads was written since the last
+  barrier (read after write), or a range it writes was read or written since then (write after read /
+  write). A barrier makes every pending write visible (buffer memory barriers over those ranges of the
+  arena), so after it nothing is pending; a write-after-read alone gets an execution dependency.
+  Constants are never written after upload and need none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...core.errors import InternalError, ResourceLimit
+from ...tosa.analysis import analyze, plan_memory
+from ...tosa.errors import LoweringError
+from ...tosa.ir import Operator, Program, Tensor
+from ...tosa.operators import Op
+from .ops import LOWERINGS
+from .ops.common import Dispatch, Place, Step
+
+ARENA_ALIGNMENT = 256
+_VIEW_OPS = (Op.RESHAPE, Op.IDENTITY)
+
+
+@dataclasses.dataclass(frozen=True)
+class Barrier:
+    """Before a step: make ``ranges`` (arena (offset, size)) written so far visible; ``execution_only``
+    when no write is pending and only earlier reads must finish first."""
+
+    ranges: tuple[tuple[int, int], ...]
+    execution_only: bool = False
+
+
+@dataclasses.dataclass
+class Plan:
+    arena_bytes: int  # the arena buffer's size (padded so every place has room for a whole word)
+    const_bytes: int  # 0 when no constant is needed on the device
+    constants: list[tuple[int, np.ndarray]]  # (offset, storage array) to upload
+    steps: list[Step]
+    barriers: list[Barrier | None]  # one per step: what to wait for before it
+    inputs: tuple[Place, ...]  # per graph input, in order
+    outputs: tuple[Place, ...]  # per graph output, in order
+
+    @property
+    def dispatches(self) -> int:
+        return sum(1 for s in self.steps if isinstance(s, Dispatch))
+
+
+class _Context:
+    """The :class:`~.ops.common.LoweringContext` of one operator."""
+
+    def __init__(self, planner: _Planner, operator: Operator) -> None:
+        block = planner.block
+        self.planner = planner
+        self.operator = operator
+        self.inputs = tuple(block.tensor(n) for n in operator.inputs)
+        self.outputs = tuple(block.tensor(n) for n in operator.outputs)
+        self.max_groups = planner.max_groups
+
+    def place(self, tensor: Tensor) -> Place:
+        return self.planner.place(tensor.name)
+
+    def constant(self, index: int) -> np.ndarray | None:
+        return self.planner.constant_data(self.operator.inputs[index])
+
+
+class _Planner:
+    def __init__(self, program: Program, alignment: int, max_groups: tuple[int, int, int]) -> None:
+        self.program = program
+        self.block = program.main
+        self.alignment = alignment
+        self.max_groups = max_groups
+        for t in self.block.tensors:
+            if t.unranked or any(d < 0 for d in t.shape):
+                raise LoweringError(f"tensor {t.name!r} has no static shape; the Vulkan backend needs static shapes")
+        # Folding policy: only RESHAPE / IDENTITY, whose result is the constant's own bytes.
+        self.analysis = analyze(self.block, program, foldable=lambda op: op.op in _VIEW_OPS)
+        self.memory = plan_memory(self.analysis, alignment, include_io=True, fold=True)
+        self.const_places: dict[str, Place] = {}
+        self.constants: list[tuple[int, np.ndarray]] = []
+        self.const_top = 0
+
+    def constant_root(self, name: str) -> Tensor | None:
+        """The tensor holding the data of constant (or folded view) ``name``. The chain of views ends:
+        the analysis has refused cyclic programs."""
+        while True:
+            t = self.block.tensor(name)
+            if t.data is not None and not t.variable:
+                return t
+            producer = self.analysis.producers.get(name)
+            if producer is None or self.block.operators[producer].op not in _VIEW_OPS:
+                return None
+            name = self.block.operators[producer].inputs[0]
+
+    def constant_data(self, name: str) -> np.ndarray | None:
+        root = self.constant_root(name) if name in self.analysis.folded else None
+        return None if root is None else root.data
+
+    def place(self, name: str) -> Place:
+        if name in self.memory.offsets:
+            return Place("arena", self.memory.offsets[name], self.memory.sizes[name])
+        if name in self.analysis.folded:
+            root = self.constant_root(name)
+            if root is None:
+                raise InternalError(f"folded tensor {name!r} has no constant data")
+            return self._const_place(root)
+        raise InternalError(f"tensor {name!r} was given no place (neither in the arena nor a constant)")
+
+    def _const_place(self, root: Tensor) -> Place:
+        found = self.const_places.get(root.name)
+        if found is None:
+            data = np.ascontiguousarray(root.data)
+            offset = _align(self.const_top, self.alignment)
+            found = Place("const", offset, data.nbytes)
+            self.const_places[root.name] = found
+            self.constants.append((offset, data))
+            self.const_top = offset + data.nbytes
+        return found
+
+    def run(self) -> Plan:
+        block, dead = self.block, set(self.analysis.dead)
+        steps: list[Step] = []
+        for index in self.analysis.order:
+            if index in dead:
+                continue
+            operator = block.operators[index]
+            lower = LOWERINGS.get(operator.op)
+            if lower is None:  # admission lists exactly LOWERINGS; reaching here is a bug
+                raise InternalError(f"no Vulkan lowering for {operator.op.name} (operator #{index})")
+            steps += lower(_Context(self, operator))
+        inputs = tuple(self.place(n) for n in block.inputs)
+        outputs = tuple(self.place(n) for n in block.outputs)
+        arena = _align(self.memory.total_bytes, self.alignment) + self.alignment
+        const = _align(self.const_top, self.alignment) + self.alignment if self.constants else 0
+        return Plan(arena, const, self.constants, steps, place_barriers(steps), inputs, outputs)
+
+
+def _align(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def build(
+    program: Program,
+    min_offset_alignment: int = 16,
+    max_groups: tuple[int, int, int] = (65535,) * 3,
+    max_buffer_bytes: int | None = None,
+) -> Plan:
+    """Plan ``program`` (validated and admitted) for a device with these limits. ResourceLimit when the
+    arena or the constants exceed ``max_buffer_bytes`` (one buffer holds each)."""
+    alignment = max(ARENA_ALIGNMENT, min_offset_alignment)
+    plan = _Planner(program, alignment, max_groups).run()
+    if max_buffer_bytes is not None:
+        for what, size in (("intermediates, inputs and outputs", plan.arena_bytes), ("constants", plan.const_bytes)):
+            if size > max_buffer_bytes:
+                raise ResourceLimit(
+                    f"the program's {what} need {size} bytes in one buffer; the device allocates {max_buffer_bytes}"
+                )
+    return plan
+
+
+def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, size: int) -> bool:
+    return any(o < offset + size and offset < o + s for o, s in ranges)
+
+
+def _merged(ranges: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for offset, size in sorted(ranges):
+        if out and offset <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], offset + size - out[-1][0])
+        else:
+            out.append([offset, size])
+    return tuple((o, s) for o, s in out)
+
+
+def place_barriers(steps: Sequence[Step]) -> list[Barrier | None]:
+    """The barrier (or None) before each step; see the module doc for the rule."""
+    barriers: list[Barrier | None] = []
+    written: list[tuple[int, int]] = []  # arena ranges written since the last barrier
+    read: list[tuple[int, int]] = []
+    for step in steps:
+        reads = [(p.offset, p.size) for p in step.reads if p.buffer == "arena" and p.size]
+        writes = [(p.offset, p.size) for p in step.writes if p.buffer == "arena" and p.size]
+        raw_waw = any(_overlaps(written, o, s) for o, s in (*reads, *writes))
+        war = [(o, s) for o, s in writes if _overlaps(read, o, s)]
+        if raw_waw or war:
+            if written:
+                barriers.append(Barrier(_merged(written)))
+            else:
+                barriers.append(Barrier(_merged(war), execution_only=True))
+            written, read = [], []
+        else:
+            barriers.append(None)
+        written += writes
+        read += reads
+    return barriers

@@ -1,0 +1,209 @@
+"""Submission: a bounded ring of slots per contract queue, completion observed through fences.
+
+A slot is two small command buffers (copy-in, copy-out) and a fence. ``submit`` takes a free slot,
+records the copies of the bound ranges into and out of the program's arena, and makes one
+vkQueueSubmit2 of [copy-in, the program's prerecorded command buffer, copy-out] that signals the slot's
+fence. It never waits: with no free slot it raises Busy (the caller may retry once earlier work is
+observed complete).
+
+There is no worker thread. Completion is observed when someone asks: ``poll_event`` reads the fence
+(vkGetFenceStatus), ``wait`` blocks in vkWaitForFences, and both retire what they find finished
+(the runtime calls :meth:`Ring.collect` / :meth:`Ring.wait` through the accelerator's ``_progress``
+hook). Retiring frees the slot and hands the event back to the caller, who completes it outside every
+lock here: completing runs the runtime's callbacks, which take the runtime's lock, and the runtime
+calls into the ring while holding it, so holding the ring's lock then would invert the order.
+
+A fence is reset only when its slot is reused, and never while a thread waits on it (slots count their
+waiters), because vkResetFences needs the fence externally synchronised.
+
+Ordering: every contract queue feeds the device's one VkQueue, and each copy-in command buffer starts
+with a barrier on all earlier memory writes and accesses, so submissions run as if one after another:
+one program's arena is never used by two submissions at once, and a buffer written by one submission
+is seen by the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ...core.errors import Busy, InternalError
+from ...runtime.accelerator import BoundRange
+from ...runtime.event import EventCore
+from . import binding, commands
+from .device import Device
+from .program import LoadedProgram
+
+SLOTS = 64
+_FOREVER_NS = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclasses.dataclass
+class _Slot:
+    index: int
+    copy_in: Any
+    copy_out: Any
+    fence: Any
+    event: EventCore | None = None  # the submission in flight, until retired
+    waiters: int = 0
+    used: bool = False  # the fence has been submitted since its creation (needs a reset before reuse)
+
+
+class Ring:
+    """The slots of one contract queue (thread-safe)."""
+
+    def __init__(self, device: Device, slots: int = SLOTS) -> None:
+        self.device = device
+        self.vk = vk = device.vk
+        self.lock = threading.Lock()
+        self.slots: list[_Slot] = []
+        dev = device.handle
+        info = vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=device.queue_family
+        )
+        self.pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+        try:
+            alloc = vk.VkCommandBufferAllocateInfo(
+                commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=2 * slots
+            )
+            cbs = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")
+            for i in range(slots):
+                fence = binding.call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
+                self.slots.append(_Slot(i, cbs[2 * i], cbs[2 * i + 1], fence))
+        except BaseException:
+            self.destroy()
+            raise
+
+    # -- submission -----------------------------------------------------------------------------
+    def submit(self, program: LoadedProgram, ranges: Sequence[BoundRange], event: EventCore) -> None:
+        """Launch ``program`` with ``ranges`` for ``event``. Raises Busy when every slot is in flight
+        (:meth:`collect` first retires finished ones), or the error of a failed vkQueueSubmit2 (nothing
+        was accepted). If the event was cancelled or its deadline passed before it could start, nothing
+        is submitted."""
+        with self.lock:
+            slot = self._free_slot()
+            if slot is None:
+                raise Busy(f"all {len(self.slots)} submission slots of this queue are in flight")
+            self._record(slot, program, ranges)
+            if not event.try_start():
+                return  # the event is already terminal (cancelled, or failed on its deadline)
+            vk, dev = self.vk, self.device.handle
+            if slot.used:
+                binding.check(vk.lib.vkResetFences(dev, 1, vk.ffi.new("VkFence[1]", [slot.fence])), "vkResetFences")
+            with self.device.submit_lock:
+                code = commands.submit(vk, self.device.queue, [slot.copy_in, program.cb, slot.copy_out], slot.fence)
+            slot.used = True
+            if code != binding.VK_SUCCESS:
+                # Not accepted: the slot stays free (its unsignalled fence is reset on reuse) and the
+                # runtime fails the event; device loss poisons the accelerator.
+                raise binding.result_error(code, "vkQueueSubmit2")
+            slot.event = event
+
+    def full(self) -> bool:
+        with self.lock:
+            return self._free_slot() is None
+
+    def _free_slot(self) -> _Slot | None:
+        return next((s for s in self.slots if s.event is None and s.waiters == 0), None)
+
+    def _record(self, slot: _Slot, program: LoadedProgram, ranges: Sequence[BoundRange]) -> None:
+        vk, lib = self.vk, self.vk.lib
+        n_in = len(program.plan.inputs)
+        everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+        copy = vk.VK_PIPELINE_STAGE_2_COPY_BIT
+        for cb in (slot.copy_in, slot.copy_out):
+            binding.check(lib.vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer")
+        cb = slot.copy_in
+        commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        # Whatever ran before on the queue (another submission of this program reading its arena, a
+        # kernel writing a buffer bound here) happens-before this submission.
+        commands.global_barrier(
+            vk,
+            cb,
+            everything,
+            vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
+            everything,
+            vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
+        )
+        for r in ranges:
+            if r.slot < n_in and r.length:
+                place = program.plan.inputs[r.slot]
+                commands.copy(vk, cb, r.native.buffer, r.offset, program.buffer(place), place.offset, r.length)
+        commands.end(vk, cb)
+        cb = slot.copy_out
+        commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        for r in ranges:
+            if r.slot >= n_in and r.length:
+                place = program.plan.outputs[r.slot - n_in]
+                commands.copy(vk, cb, program.buffer(place), place.offset, r.native.buffer, r.offset, r.length)
+        # Device writes made available to the host, for read_buffer after the fence.
+        commands.global_barrier(
+            vk,
+            cb,
+            copy,
+            vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
+            vk.VK_PIPELINE_STAGE_2_HOST_BIT,
+            vk.VK_ACCESS_2_HOST_READ_BIT,
+        )
+        commands.end(vk, cb)
+
+    # -- completion -----------------------------------------------------------------------------
+    def collect(self, event: EventCore | None = None) -> list[EventCore]:
+        """Retire finished submissions (only ``event``'s when given) without blocking; returns their events."""
+        with self.lock:
+            return self._collect_locked(event)
+
+    def _collect_locked(self, event: EventCore | None) -> list[EventCore]:
+        done = []
+        for slot in self.slots:
+            if slot.event is None or (event is not None and slot.event is not event):
+                continue
+            code = self.vk.lib.vkGetFenceStatus(self.device.handle, slot.fence)
+            if code == binding.VK_SUCCESS:
+                done.append(slot.event)
+                slot.event = None
+            elif code != binding.VK_NOT_READY:
+                raise binding.result_error(code, "vkGetFenceStatus")
+        return done
+
+    def holds(self, event: EventCore) -> bool:
+        with self.lock:
+            return any(s.event is event for s in self.slots)
+
+    def wait(self, event: EventCore, timeout: float | None) -> list[EventCore]:
+        """Block until ``event``'s submission finishes or ``timeout`` seconds pass; returns the
+        events retired (``event``'s when it finished)."""
+        vk, ffi = self.vk, self.vk.ffi
+        with self.lock:
+            slot = next((s for s in self.slots if s.event is event), None)
+            if slot is None:
+                return []
+            slot.waiters += 1
+        try:
+            ns = _FOREVER_NS if timeout is None else max(0, int(timeout * 1e9))
+            fences = ffi.new("VkFence[1]", [slot.fence])
+            code = vk.lib.vkWaitForFences(self.device.handle, 1, fences, 1, ns)
+        finally:
+            with self.lock:
+                slot.waiters -= 1
+        if code not in (binding.VK_SUCCESS, binding.VK_TIMEOUT):
+            raise binding.result_error(code, "vkWaitForFences")
+        return self.collect(event)
+
+    def idle(self) -> bool:
+        with self.lock:
+            return all(s.event is None and s.waiters == 0 for s in self.slots)
+
+    def destroy(self) -> None:
+        vk, dev = self.vk, self.device.handle
+        with self.lock:
+            if any(s.event is not None or s.waiters for s in self.slots):
+                raise InternalError("a submission ring was destroyed with work in flight")
+            for s in self.slots:
+                vk.vkDestroyFence(dev, s.fence, None)
+            self.slots = []
+            if self.pool is not None:
+                vk.vkDestroyCommandPool(dev, self.pool, None)
+                self.pool = None
