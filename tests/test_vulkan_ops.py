@@ -1,5 +1,8 @@
 """Every operator of the Vulkan FP32 tier against the CPU backend (the oracle), on lavapipe.
 
+``IRONACCEL_TEST_VULKAN_DEVICE`` names another device (``scripts/gpu-check`` runs this module on the
+NVIDIA H200 with ``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``).
+
 Random inputs over several shapes (rank 0 to 4, broadcasting where the operator has it), special values
 (NaN, infinities, signed zeros), and one multi-operator program end to end through ``ironaccel.open``.
 
@@ -19,6 +22,7 @@ of sum |a b|, REDUCE_SUM (4096 terms) within 0.6 x 2^-23 of sum |x|.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -31,15 +35,16 @@ from ironaccel.core.errors import Unsupported
 from ironaccel.tosa import ProgramBuilder
 
 RNG_SEED = 20261203
+DEVICE = "vulkan:" + (os.environ.get("IRONACCEL_TEST_VULKAN_DEVICE") or "llvmpipe")
 BIG = 1 << 30  # resident-bytes bound for these test programs (the arena counts as resident)
 
 
 @pytest.fixture(scope="module")
 def dev():
     try:
-        device = ironaccel.open("vulkan:llvmpipe")
+        device = ironaccel.open(DEVICE)
     except Unsupported as exc:
-        pytest.skip(f"lavapipe unavailable: {exc}")
+        pytest.skip(f"{DEVICE} unavailable: {exc}")
     yield device
     device.close()
     leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
@@ -347,7 +352,7 @@ def _model():
 def test_a_multi_operator_program_end_to_end(dev):
     program = _model()
     x = normal(np.random.default_rng(3), (2, 8, 16))
-    with ironaccel.open("vulkan:llvmpipe") as own:  # the default resident bound suffices here
+    with ironaccel.open(DEVICE) as own:  # the default resident bound suffices here
         exe = own.compile(program)
         got = exe(x)
         again = exe.submit(x).wait(30)
