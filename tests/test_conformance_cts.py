@@ -8,6 +8,7 @@ our system under test. ``make conformance`` runs everything.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -132,7 +133,7 @@ def test_select_covers_every_output_type_and_polarity_before_repeating(tmp_path,
     infos += [_info("CAST", ("INT8",), True, 100 + i) for i in range(4)]
     infos += [_info("ADD", ("INT32",), False, 200 + i, ext=("int16",)) for i in range(3)]
     by_path = {i.path: i for i in infos}
-    monkeypatch.setattr(CaseInfo, "of", classmethod(lambda cls, path: by_path[path]))
+    monkeypatch.setattr(CaseInfo, "of", classmethod(lambda cls, path, profile="": by_path[path]))
     picked = select(by_path, per_operator=3)
     cast = [i for i in picked if i.operator == "CAST"]
     assert len(cast) == 3
@@ -149,18 +150,20 @@ def test_report_counts_tables_and_junit():
         Outcome(_info("CONV2D", ("BF16",), False, 3, ext=("bf16",)), False, message="NOT COMPLIANT\ndetail"),
         Outcome(_info("CONV2D", ("FP32",), False, 4), False, skipped=True, message="filtered"),
     ]
+    outcomes.append(Outcome(dataclasses.replace(_info("ADD", ("INT32",), False, 5), profile="tosa-pro-int"), True))
     report = Report("cpu", "TOSA conformance: cpu", outcomes)
     totals = report.totals()
-    assert (totals["positive"].passed, totals["positive"].failed, totals["positive"].skipped) == (1, 1, 1)
+    assert (totals["positive"].passed, totals["positive"].failed, totals["positive"].skipped) == (2, 1, 1)
     assert (totals["negative"].passed, totals["negative"].run) == (1, 1)
     assert (totals["bf16 positive"].passed, totals["bf16 positive"].run) == (0, 1)
     assert not report.ok
     text = report.markdown()
+    assert "| PRO-INT | 1 / 1 | 0 / 0 |" in text
     assert "| CONV2D ✗ | BF16 | 0 / 1 | - |" in text
     assert "`conv2d_3` (CONV2D, BF16): NOT COMPLIANT" in text
     suites = {s.get("name"): s for s in ET.fromstring(report.junit()).iter("testsuite")}
     assert suites["CONV2D"].get("failures") == "1" and suites["CONV2D"].get("skipped") == "1"
-    assert suites["ADD"].get("tests") == "2" and suites["ADD"].get("failures") == "0"
+    assert suites["ADD"].get("tests") == "3" and suites["ADD"].get("failures") == "0"
 
 
 def test_conformance_command_explains_missing_tools(tmp_path, capsys):

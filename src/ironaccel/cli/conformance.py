@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             extensions=extensions,
             test_type=args.test_type,
             per_operator=args.per_operator,
+            profile=profile,
         )
         console.print(f"{profile}: {len(chosen)} of {len(suite.tests())} tests selected ({suite.root})")
         selected += chosen

@@ -100,7 +100,6 @@ class FaultyAccelerator(Accelerator):
     def _submit(self, queue: Any, program: Any, ranges: Sequence[BoundRange], event: EventCore) -> None:
         self._inject("submit", lambda: self.inner._submit(queue, program, ranges, event))
 
-
     def _progress(self, event: Any, timeout: float) -> None:
         self._inject("progress", lambda: self.inner._progress(event, timeout))
 

@@ -54,6 +54,8 @@ class Report:
         for o in self.outcomes:
             kind = "negative" if o.info.negative else "positive"
             totals[kind].add(o)
+            if o.info.profile:
+                totals[f"{o.info.profile.removeprefix('tosa-')} {kind}"].add(o)
             for ext in o.info.extensions or ("base",):
                 totals[f"{ext} {kind}"].add(o)
         return dict(totals)
@@ -81,7 +83,16 @@ class Report:
             if key in totals:
                 verb = "compliant" if key == "positive" else "rejected"
                 lines.append(f"| {key} ({verb}) | {totals[key]} |")
-        extensions = sorted({k.rsplit(" ", 1)[0] for k in totals if " " in k}, key=lambda e: (e != "base", e))
+        profiles = sorted({k.rsplit(" ", 1)[0] for k in totals if k.startswith("pro-")})
+        if profiles:
+            lines += ["", "### By profile", "", "| Profile | Positive compliant | Negative rejected |", "|---|---|---|"]
+            for name in profiles:
+                pos, neg = totals.get(f"{name} positive", Tally()), totals.get(f"{name} negative", Tally())
+                lines.append(f"| {name.upper()} | {pos} | {neg} |")
+        extensions = sorted(
+            {k.rsplit(" ", 1)[0] for k in totals if " " in k and not k.startswith("pro-")},
+            key=lambda e: (e != "base", e),
+        )
         if extensions:
             lines += [
                 "",

@@ -37,9 +37,10 @@ class CaseInfo:
     negative: bool
     extensions: tuple[str, ...]
     output_types: tuple[str, ...]
+    profile: str = ""  # the suite it was generated for (tosa-pro-int / tosa-pro-fp)
 
     @classmethod
-    def of(cls, path: Path) -> CaseInfo:
+    def of(cls, path: Path, profile: str = "") -> CaseInfo:
         desc = read_desc(path)
         details = desc.get("test_details", {})
         needs = desc.get("test_requirements", {})
@@ -49,6 +50,7 @@ class CaseInfo:
             bool(desc.get("expected_failure")),
             tuple(e.removeprefix("tosa-ext-") for e in needs.get("extensions_required", [])),
             tuple(details.get("output_types", [])),
+            profile,
         )
 
 
@@ -69,6 +71,7 @@ def select(
     test_type: str = "both",
     per_operator: int | None = None,
     seed: int = 0,
+    profile: str = "",
 ) -> list[CaseInfo]:
     """Tests to run: of these ``operators`` (all when empty), needing only ``extensions`` (names without
     ``tosa-ext-``; None allows all), positive / negative / both; at most ``per_operator`` per operator,
@@ -77,7 +80,7 @@ def select(
     allowed = None if extensions is None else {e.lower().removeprefix("tosa-ext-") for e in extensions}
     chosen = []
     for path in tests:
-        info = CaseInfo.of(path)
+        info = CaseInfo.of(path, profile)
         if wanted_ops and info.operator not in wanted_ops:
             continue
         if allowed is not None and not set(info.extensions) <= allowed:
