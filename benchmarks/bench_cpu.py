@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="timing budget per workload (default 4)")
     parser.add_argument("--out", default=str(HERE / "results"), help="folder for cpu-<date>.md / .json")
     parser.add_argument("--no-write", action="store_true", help="print only; write no result files")
+    parser.add_argument("--tag", default="", help="name the files cpu-<date>-<tag>.md / .json (keeps an earlier run)")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"cpu-{dt.date.today().isoformat()}"
+        stem = out / f"cpu-{dt.date.today().isoformat()}{'-' + args.tag if args.tag else ''}"
         stem.with_suffix(".md").write_text(text)
         stem.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {stem}.md and {stem}.json", file=sys.stderr)

@@ -68,7 +68,7 @@ class _OpContext:
     __slots__ = (
         "_cache",
         "_compiled",
-        "_main",
+        "_offers",
         "block",
         "constants",
         "index",
@@ -79,9 +79,11 @@ class _OpContext:
         "program",
     )
 
+    warnings_muted = True  # kernels run under np.errstate(all="ignore") (see _execute)
+
     def __init__(self, compiled: CompiledProgram, block: Block, index: int, operator: Operator) -> None:
         self._compiled = compiled
-        self._main = block is compiled.main
+        self._offers = block is compiled.main  # narrowed at planning to operators producing a program output
         self._cache: dict[Hashable, object] = {}
         self.block = block
         self.index = index
@@ -103,7 +105,7 @@ class _OpContext:
             return value
 
     def destination(self, index: int) -> np.ndarray | None:
-        if not self._main:
+        if not self._offers:
             return None
         wanted = self._compiled._state.destinations
         return wanted.get(self.output_slots[index]) if wanted else None
@@ -134,6 +136,12 @@ class _Step:
     expect: tuple[tuple[np.dtype, tuple[tuple[int, ...], ...]], ...] = ()
 
 
+# What the run loop needs of a step, unpacked once at load: kernel, context, operand slots, result slot,
+# result dtype, result shape (None: not fixed by the declaration), slots to release, and the step itself
+# when it needs the general path (variables, several results, a result that is not a slot), else None.
+_Fast = tuple[Kernel, _OpContext, tuple[int, ...], int, np.dtype, tuple[int, ...] | None, tuple[int, ...], _Step | None]
+
+
 @dataclasses.dataclass
 class _BlockPlan:
     block: Block
@@ -142,6 +150,7 @@ class _BlockPlan:
     template: list[np.ndarray | None]  # constants in their slots, None elsewhere
     steps: list[_Step]
     produced: frozenset[int] = frozenset()  # slots some step writes at run time
+    fast: tuple[_Fast, ...] = ()
 
 
 class _RunState(threading.local):
@@ -159,6 +168,11 @@ class CompiledProgram:
         self._variables: dict[str, np.ndarray] = {}
         self._variable_decls: dict[str, Tensor] = {}
         self._state = _RunState()
+        # Per main-graph input: its storage dtype and its shape when fully fixed (else None: checked in detail).
+        self._input_types = tuple(
+            (t.dtype.numpy, None if t.unranked or any(d < 0 for d in t.shape) else tuple(t.shape))
+            for t in self.main.input_tensors
+        )
         self._plan_all()
         self.reset_variables()
         # Runs that share the variable store are serialised; programs without variables run in parallel.
@@ -317,8 +331,12 @@ class CompiledProgram:
                 (t.dtype.numpy, () if t.unranked or any(d < 0 for d in t.shape) else (tuple(t.shape),))
                 for t in step.ctx.outputs
             )
+        if block is self.main:
+            program_outputs = {s for s in outputs if isinstance(s, int)}
+            for step in steps:
+                step.ctx._offers = any(s in program_outputs for s in step.outputs)
         produced = frozenset(s for step in steps for s in step.outputs if s >= 0)
-        return _BlockPlan(block, input_slots, outputs, template, steps, produced)
+        return _BlockPlan(block, input_slots, outputs, template, steps, produced, tuple(_fast(s) for s in steps))
 
     def _declare_variable(self, tensor: Tensor) -> None:
         key = variable_key(tensor)
@@ -356,6 +374,22 @@ class CompiledProgram:
 
     # -- run ---------------------------------------------------------------------------------------
     def _check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        # Inputs of the declared dtype and (fixed) shape pass here; anything else gets the detailed check.
+        expected = self._input_types
+        if len(inputs) == len(expected):
+            for value, (dtype, shape) in zip(inputs, expected, strict=True):
+                if (
+                    not isinstance(value, np.ndarray)
+                    or (value.dtype is not dtype and value.dtype != dtype)
+                    or shape is None
+                    or value.shape != shape
+                ):
+                    break
+            else:
+                return list(inputs)
+        return self._check_inputs_in_detail(inputs)
+
+    def _check_inputs_in_detail(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         decls = self.main.input_tensors
         if len(inputs) != len(decls):
             names = ", ".join(repr(t.name) for t in decls)
@@ -400,36 +434,61 @@ class CompiledProgram:
         for s, value in zip(plan.inputs, args, strict=True):
             values[s] = value
         check = self._state.check
-        for step in plan.steps:
+        ndarray = np.ndarray
+        for kernel, ctx, inputs, out, dtype, shape, release, general in plan.fast:
             if check is not None:
                 check()
-            operands = [values[s] for s in step.inputs]
-            for position, key in step.read_vars:
-                # Declaring and writing may name a variable that holds no value yet.
-                operands[position] = (
-                    self._variables.get(key) if step.ctx.operator.op in _NAMES_VARIABLE else self._read_variable(key)
-                )
+            if general is not None:
+                self._general_step(general, values)
+                continue
             try:
-                results = step.kernel(step.ctx, operands)
+                results = kernel(ctx, [values[s] for s in inputs])
             except IronAccelError:
                 raise
             except Exception as exc:
-                raise InternalError(f"{step.ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
-            # The declared type and shape of every result, checked inline: this runs once per operator.
-            expect = step.expect
-            if len(results) != len(expect):
-                _check_results(step, results)
-            for (dtype, shape), value in zip(expect, results, strict=True):
-                if not isinstance(value, np.ndarray) or value.dtype != dtype or (shape and value.shape != shape[0]):
-                    _check_results(step, results)
-            for s, value in zip(step.outputs, results, strict=True):
-                if s >= 0:
-                    values[s] = value
-            for position, key in step.write_vars:
-                self._write_variable(key, results[position])
-            for s in step.release:
+                raise InternalError(f"{ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
+            # The declared type and shape of the result, checked inline: this runs once per operator.
+            if len(results) != 1:
+                _check_results(ctx, results)
+            value = results[0]
+            if (
+                not isinstance(value, ndarray)
+                or (value.dtype is not dtype and value.dtype != dtype)
+                or (shape is not None and value.shape != shape)
+            ):
+                _check_results(ctx, results)
+            values[out] = value
+            for s in release:
                 values[s] = None
         return [self._read_variable(s) if isinstance(s, str) else values[s] for s in plan.outputs]
+
+    def _general_step(self, step: _Step, values: list[np.ndarray | None]) -> None:
+        """One step with variables or several results (the loop above handles the common kind inline)."""
+        operands = [values[s] for s in step.inputs]
+        for position, key in step.read_vars:
+            # Declaring and writing may name a variable that holds no value yet.
+            operands[position] = (
+                self._variables.get(key) if step.ctx.operator.op in _NAMES_VARIABLE else self._read_variable(key)
+            )
+        try:
+            results = step.kernel(step.ctx, operands)
+        except IronAccelError:
+            raise
+        except Exception as exc:
+            raise InternalError(f"{step.ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
+        expect = step.expect
+        if len(results) != len(expect):
+            _check_results(step.ctx, results)
+        for (dtype, shape), value in zip(expect, results, strict=True):
+            if not isinstance(value, np.ndarray) or value.dtype != dtype or (shape and value.shape != shape[0]):
+                _check_results(step.ctx, results)
+        for s, value in zip(step.outputs, results, strict=True):
+            if s >= 0:
+                values[s] = value
+        for position, key in step.write_vars:
+            self._write_variable(key, results[position])
+        for s in step.release:
+            values[s] = None
 
     def _read_variable(self, key: str) -> np.ndarray:
         value = self._variables.get(key)
@@ -474,15 +533,30 @@ def _plan_releases(steps: list[_Step], inputs: tuple[int, ...], outputs: tuple[i
         step.release = tuple(by_step.get(index, ()))
 
 
-def _check_results(step: _Step, results: list[np.ndarray]) -> None:
-    decls = step.ctx.outputs
+def _fast(step: _Step) -> _Fast:
+    single = len(step.outputs) == 1 and step.outputs[0] >= 0 and not step.read_vars and not step.write_vars
+    dtype, shape = step.expect[0] if step.expect else (None, ())
+    return (
+        step.kernel,
+        step.ctx,
+        step.inputs,
+        step.outputs[0] if single else -1,
+        dtype,
+        shape[0] if shape else None,
+        step.release,
+        None if single else step,
+    )
+
+
+def _check_results(ctx: _OpContext, results: list[np.ndarray]) -> None:
+    decls = ctx.outputs
     if len(results) != len(decls):
-        raise InternalError(f"{step.ctx.where()}: kernel returned {len(results)} results for {len(decls)} outputs")
+        raise InternalError(f"{ctx.where()}: kernel returned {len(results)} results for {len(decls)} outputs")
     for decl, value in zip(decls, results, strict=True):
         if not isinstance(value, np.ndarray) or not _storage_matches(decl, value):
             got = f"{value.dtype}{list(value.shape)}" if isinstance(value, np.ndarray) else type(value).__name__
             raise InternalError(
-                f"{step.ctx.where()}: kernel returned {got} for {decl.name!r} declared {decl.dtype}{list(decl.shape)}"
+                f"{ctx.where()}: kernel returned {got} for {decl.name!r} declared {decl.dtype}{list(decl.shape)}"
             )
 
 

@@ -10,6 +10,7 @@ a kernel meeting an impossible case raises :class:`~ironaccel.core.errors.Intern
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol, TypeVar
 
@@ -81,3 +82,42 @@ kernel = _TABLE.register
 def kernel_for(op: Op) -> Kernel | None:
     """The kernel of ``op``; kernel modules are imported on first use."""
     return _TABLE.get(op)
+
+
+# Kernels also run under contexts that implement only the declarations (tests call kernels directly with
+# such stand-ins): these helpers fall back to computing each time, to "not a constant" and to no buffer.
+def prepared(ctx: KernelContext, key: Hashable, make: Callable[[], T]) -> T:
+    """``ctx.cached(key, make)`` where the context caches, else ``make()``: for values derived from the
+    attribute and constant operands only (prepared once per operator, at load or on the first run)."""
+    cached = getattr(ctx, "cached", None)
+    return make() if cached is None else cached(key, make)
+
+
+def constants(ctx: KernelContext, *indices: int) -> bool:
+    """Whether every operand in ``indices`` is a program constant (the same array on every run)."""
+    is_constant = getattr(ctx, "is_constant", None)
+    if is_constant is None:
+        return False
+    for index in indices:
+        if not is_constant(index):
+            return False
+    return True
+
+
+_ALREADY = contextlib.nullcontext()
+
+
+def muted(ctx: KernelContext) -> contextlib.AbstractContextManager:
+    """numpy's floating-point warnings off for a block (inf and NaN results are data): nothing to do under
+    the interpreter, which runs every kernel so (its contexts say ``warnings_muted``); entering np.errstate
+    costs about as much as a small elementwise operation."""
+    return _ALREADY if getattr(ctx, "warnings_muted", False) else np.errstate(all="ignore")
+
+
+def destination(ctx: KernelContext, dtype: np.dtype) -> np.ndarray | None:
+    """The caller's buffer for result 0 when the interpreter offers one of ``dtype`` and the declared shape."""
+    offer = getattr(ctx, "destination", None)
+    out = None if offer is None else offer(0)
+    if out is None or out.dtype != dtype or out.shape != tuple(ctx.outputs[0].shape):
+        return None
+    return out

@@ -9,7 +9,11 @@ Callers that must tell such results apart check the REQUIRE themselves.
 Float helpers compute in float64 and round once to the target format with round-to-nearest-even
 (:func:`round_to_float`); float64 holds every TOSA 1.0 input value exactly, and its 53-bit
 significand is wide enough (at least 2p + 2 bits for every target of p bits) that a basic operation
-evaluated in float64 and rounded once is the correctly rounded result in the target format.
+evaluated in float64 and rounded once is the correctly rounded result in the target format. By the
+same token one IEEE +, -, * or / done directly in float32 (numpy's float32 ufuncs) gives those very bits
+for fp32 (double rounding through binary64 is innocuous for these operations). NaNs are the exception:
+which operand's NaN (and sign) a numpy loop passes on depends on the loop, so kernels taking that
+shortcut check the result with :func:`has_nan` and compute the rare result with a NaN the float64 way.
 
 Storage forms are those of :attr:`DType.numpy` (INT4 in int8, INT48 in int64, BF16/FP8 as ml_dtypes).
 """
@@ -230,6 +234,11 @@ def round_to_float(values: np.ndarray, dtype: DType) -> np.ndarray:
     NaN stays NaN. The rounding is done here (scale by the quantum of the value's binade, rint, scale
     back: all exact in float64) so the definition does not depend on a library's conversion.
     """
+    if dtype is DType.FP32:
+        # IEEE binary64 -> binary32 conversion (round to nearest-even, subnormals kept, overflow to inf) is
+        # this very rule; only a NaN's payload may differ, and canonical_nans gives the plain NaN below.
+        with np.errstate(over="ignore"):  # overflow to inf is the rule here, not an accident
+            return canonical_nans(np.asarray(values, dtype=np.float64).astype(np.float32))
     fmt = FLOAT_FORMATS[dtype]
     x = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(x)
@@ -249,6 +258,33 @@ def round_to_float(values: np.ndarray, dtype: DType) -> np.ndarray:
     result = np.copysign(rounded, x)
     # every value is now exactly representable (or inf/NaN), so this conversion does not round
     return np.asarray(result.astype(dtype.numpy), dtype=dtype.numpy)
+
+
+_F32_NAN = np.float32(np.nan)
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def has_nan(values: np.ndarray) -> bool:
+    """Whether the float array ``values`` holds a NaN, in one pass without a temporary: the sum of squares
+    (one BLAS dot product) is NaN exactly when an element is, as squares are never negative (no inf - inf)
+    and never 0 * inf. Other float types use min, which propagates NaN."""
+    if values.dtype in _BLAS_FLOATS:
+        total = np.vdot(values, values)
+        return bool(total != total)
+    return bool(values.size) and bool(np.isnan(values.min()))
+
+
+def canonical_nans(values: np.ndarray) -> np.ndarray:
+    """Replace, in place, every NaN of the float32 array ``values`` by the plain quiet NaN of the same
+    sign, which is what :func:`round_to_float` makes of any NaN; returns ``values``.
+
+    IEEE conversions keep a NaN's sign and payload, so a float64 -> float32 conversion matches
+    :func:`round_to_float` bit for bit once this is done.
+    """
+    if has_nan(values):
+        mask = np.isnan(values)
+        values[mask] = np.copysign(_F32_NAN, values[mask])
+    return values
 
 
 def float_to_int(values: np.ndarray, dtype: DType) -> np.ndarray:
@@ -299,7 +335,8 @@ def _select_extreme(a: np.ndarray, b: np.ndarray, nan_mode: NanPropagationMode, 
     if not _is_float(a):
         pick_a = (a >= b) if greater else (a < b)
         return np.asarray(np.where(pick_a, a, b), dtype=a.dtype)
-    fa, fb = to_float64(a), to_float64(b)
+    # numpy's own float types compare exactly as they are; ml_dtypes' go through float64 (exact too).
+    fa, fb = (a, b) if a.dtype.kind == "f" else (to_float64(a), to_float64(b))
     pick_a = (fa >= fb) if greater else (fa < fb)
     result = np.where(pick_a, a, b)
     nan_a, nan_b = np.isnan(fa), np.isnan(fb)
@@ -331,6 +368,7 @@ def float_compute(fn, *values: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 _ERF_CUTOFF = 6.0  # erf(6) = 1 - 2e-17 is 1.0 in float64
+_ERF_COMPACT = 512  # below this many elements, dropping finished ones costs more than it saves
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -339,20 +377,48 @@ def erf(x: np.ndarray) -> np.ndarray:
     Uses the series erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n 2^n x^(2n+1) / (1*3*...*(2n+1)), whose
     terms are all of one sign, so summing them loses no precision to cancellation; |x| >= 6 gives
     +-1 exactly. The loop runs over series terms, not elements.
+
+    An element is done once its term is at most 2**-60 of its sum: its later terms keep shrinking (the
+    term ratio 2x^2 / (2n+3) is below 1 by then, or the term could not be that small next to the sum)
+    and each stays below half an ulp of the sum, so adding it changes nothing. The sum of every element
+    is therefore the same however long the loop runs past that point, which lets the loop test for it
+    only every few terms and drop finished elements from large working arrays.
     """
     x = np.asarray(x, dtype=np.float64)
     inside = np.abs(x) < _ERF_CUTOFF
-    xs = np.where(inside, x, 0.0)
+    everywhere = bool(inside.all())
+    xs = x.copy() if everywhere else np.where(inside, x, 0.0)
     x2 = xs * xs
-    term = xs.copy()
-    total = xs.copy()
+    total = xs.reshape(-1)  # the sums, written back as elements finish
+    index = None  # positions in ``total`` of the working elements, once some have been dropped
+    term = total.copy()
+    work = total.copy()
+    ratio = (2.0 * x2).reshape(-1)
     n = 0
     with np.errstate(all="ignore"):
         while n < 400:
-            term = term * (2.0 * x2) / (2 * n + 3)
-            total = total + term
+            np.multiply(term, ratio, out=term)
+            np.divide(term, float(2 * n + 3), out=term)
+            np.add(work, term, out=work)
             n += 1
-            if n > 4 * _ERF_CUTOFF and not np.any(np.abs(term) > np.abs(total) * 2.0**-60):
-                break
-        series = (2.0 / np.sqrt(np.pi)) * np.exp(-x2) * total
+            if n >= 20 and n % 4 == 0:
+                live = np.abs(term) > np.abs(work) * 2.0**-60
+                count = np.count_nonzero(live)
+                if count == 0:
+                    break
+                if live.size >= _ERF_COMPACT and 2 * count <= live.size:
+                    if index is None:
+                        total[...] = work
+                        index = np.flatnonzero(live)
+                    else:
+                        total[index] = work
+                        index = index[live]
+                    term, work, ratio = term[live], work[live], ratio[live]
+        if index is None:
+            total[...] = work
+        else:
+            total[index] = work
+        series = (2.0 / np.sqrt(np.pi)) * np.exp(-x2) * xs  # xs holds the sums now (total is its view)
+    if everywhere:
+        return series
     return np.where(inside, series, np.where(np.isnan(x), np.nan, np.sign(x)))

@@ -22,7 +22,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 # (setter, getter) names: numpy >= 2 wheels ship scipy-openblas (prefixed, 64-bit interface), older ones openblas.
@@ -62,27 +62,40 @@ _blas_users = 0
 _blas_saved = 1
 
 
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """numpy's BLAS on one thread while the block runs (nested and concurrent uses share one setting)."""
-    global _blas_users, _blas_saved
-    if _blas is None:
-        yield
-        return
-    setter, getter = _blas
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_saved = getter()
-            if _blas_saved != 1:
-                setter(1)
-        _blas_users += 1
-    try:
-        yield
-    finally:
+class _SingleThreadedBlas:
+    """The context manager behind :func:`single_threaded_blas` (a class: entered once per program run, where a
+    generator-based one costs a few microseconds)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _blas_users, _blas_saved
+        if _blas is None:
+            return
+        setter, getter = _blas
+        with _blas_lock:
+            if _blas_users == 0:
+                _blas_saved = getter()
+                if _blas_saved != 1:
+                    setter(1)
+            _blas_users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _blas_users
+        if _blas is None:
+            return
         with _blas_lock:
             _blas_users -= 1
             if _blas_users == 0 and _blas_saved != 1:
-                setter(_blas_saved)
+                _blas[0](_blas_saved)
+
+
+_single_threaded_blas = _SingleThreadedBlas()
+
+
+def single_threaded_blas() -> contextlib.AbstractContextManager[None]:
+    """numpy's BLAS on one thread while the block runs (nested and concurrent uses share one setting)."""
+    return _single_threaded_blas
 
 
 def blas_info() -> str:

@@ -17,10 +17,13 @@ from ..kernel import KernelContext, kernel
 
 def _compare(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], doc: str):
     def run(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if ctx.inputs[0].dtype.is_float:
-            a, b = numerics.to_float64(inputs[0]), numerics.to_float64(inputs[1])
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        if a.dtype == b.dtype and a.dtype.kind in "fi":
+            pass  # numpy's own types compare exactly as stored: no widening needed
+        elif ctx.inputs[0].dtype.is_float:
+            a, b = numerics.to_float64(a), numerics.to_float64(b)
         else:
-            a, b = np.asarray(inputs[0]).astype(np.int64), np.asarray(inputs[1]).astype(np.int64)
+            a, b = a.astype(np.int64), b.astype(np.int64)
         return [np.asarray(fn(a, b), dtype=np.bool_)]
 
     run.__doc__ = doc

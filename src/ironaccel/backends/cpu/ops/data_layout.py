@@ -14,11 +14,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ....tosa.operators import Op
-from ..kernel import KernelContext, kernel
+from ..kernel import KernelContext, constants, kernel, prepared
 
 
 def _ints(value: np.ndarray) -> list[int]:
     return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _constant_ints(ctx: KernelContext, index: int, value: np.ndarray) -> tuple[int, ...] | None:
+    """The SHAPE operand ``index`` as a tuple, converted once when it is a program constant; else None."""
+    return prepared(ctx, ("ints", index), lambda: tuple(_ints(value)) if constants(ctx, index) else None)
 
 
 @kernel(Op.CONCAT)
@@ -44,7 +49,8 @@ def pad(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 @kernel(Op.RESHAPE)
 def reshape(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     value, shape = inputs
-    return [value.reshape(_ints(shape))]
+    fixed = _constant_ints(ctx, 1, shape)
+    return [value.reshape(fixed if fixed is not None else _ints(shape))]
 
 
 @kernel(Op.REVERSE)
@@ -55,8 +61,12 @@ def reverse(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray
 @kernel(Op.SLICE)
 def slice_(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     value, start, size = inputs
-    index = tuple(slice(s, s + n) for s, n in zip(_ints(start), _ints(size), strict=True))
-    return [value[index]]
+
+    def window() -> tuple[slice, ...]:
+        return tuple(slice(s, s + n) for s, n in zip(_ints(start), _ints(size), strict=True))
+
+    index = prepared(ctx, "slice", lambda: window() if constants(ctx, 1, 2) else None)
+    return [value[index if index is not None else window()]]
 
 
 @kernel(Op.TILE)
@@ -67,4 +77,4 @@ def tile(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 @kernel(Op.TRANSPOSE)
 def transpose(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return [np.transpose(inputs[0], ctx.operator.attribute.perms)]
+    return [np.asarray(inputs[0]).transpose(ctx.operator.attribute.perms)]

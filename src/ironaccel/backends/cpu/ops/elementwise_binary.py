@@ -4,7 +4,8 @@ Broadcasting is numpy's: TOSA guarantees equal ranks with dims equal or 1, which
 handles as is. Integer arithmetic is done in int64 and narrowed with a two's complement truncation;
 where the spec REQUIREs no overflow (ADD, SUB, INTDIV, MUL with shift) an overflowing result is
 unpredictable, and the truncated value is what comes out. Float arithmetic is done in float64 and
-rounded once (see :mod:`..numerics`), which is the correctly rounded result for +, -, *.
+rounded once (see :mod:`..numerics`), which is the correctly rounded result for +, -, *; for fp32 that
+is what one float32 operation gives, so fp32 ADD / SUB / MUL run in float32 (no widening, one pass).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from ....tosa.attributes import NanPropagationMode
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from .. import numerics
-from ..kernel import KernelContext, kernel
+from ..kernel import KernelContext, constants, destination, kernel, muted, prepared
+
+_F32 = np.dtype(np.float32)
 
 
 def _out_dtype(ctx: KernelContext) -> DType:
@@ -37,10 +40,25 @@ def _shift_amount(values: np.ndarray) -> np.ndarray:
     return np.clip(_int64(values), 0, 63)
 
 
+def _float32(ctx: KernelContext, ufunc: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One IEEE float32 operation (the float64-and-round result, see the module doc), written into the
+    caller's buffer when there is one; a result holding a NaN is computed the float64 way instead."""
+    out = destination(ctx, _F32)
+    with muted(ctx):
+        result = ufunc(a, b) if out is None else ufunc(a, b, out=out)
+    if type(result) is not np.ndarray:  # rank 0 operands give a numpy scalar
+        result = np.asarray(result)
+    if numerics.has_nan(result):
+        return numerics.float_compute(ufunc, a, b, dtype=DType.FP32)
+    return result
+
+
 def _arith(ctx: KernelContext, inputs: Sequence[np.ndarray], int_fn: Callable, float_fn: Callable) -> list[np.ndarray]:
     dtype = _out_dtype(ctx)
     a, b = inputs[0], inputs[1]
     if dtype.is_float:
+        if dtype is DType.FP32 and a.dtype == _F32 and b.dtype == _F32:
+            return [_float32(ctx, float_fn, a, b)]
         return [numerics.float_compute(float_fn, a, b, dtype=dtype)]
     return [numerics.wrap(int_fn(_int64(a), _int64(b)), dtype)]
 
@@ -63,6 +81,8 @@ def mul(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     out = _out_dtype(ctx)
     a, b = inputs[0], inputs[1]
     if out.is_float:
+        if out is DType.FP32 and a.dtype == _F32 and b.dtype == _F32:
+            return [_float32(ctx, np.multiply, a, b)]
         return [numerics.float_compute(np.multiply, a, b, dtype=out)]
     product = _int64(a) * _int64(b)
     shift = int(np.asarray(inputs[2]).reshape(-1)[0]) if len(inputs) > 2 else 0
@@ -144,5 +164,10 @@ kernel(Op.LOGICAL_XOR)(_bitwise(np.logical_xor))
 def table(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """int8: 256-entry lookup; int16: 513-entry interpolated lookup giving a 16.7 value in int32."""
     if _in_dtype(ctx) is DType.INT8:
-        return [numerics.table_lookup_8(inputs[0], inputs[1])]
+        values = np.asarray(inputs[0])
+        if constants(ctx, 1) and values.dtype == np.int8 and np.size(inputs[1]) == 256:
+            # table[v + 128] is rolled[v's bit pattern as uint8]: one gather, no index arithmetic
+            rolled = prepared(ctx, "table8", lambda: np.roll(np.asarray(inputs[1], dtype=np.int8).reshape(-1), 128))
+            return [np.asarray(rolled[values.view(np.uint8)])]
+        return [numerics.table_lookup_8(values, inputs[1])]
     return [numerics.table_lookup_16(inputs[0], inputs[1])]

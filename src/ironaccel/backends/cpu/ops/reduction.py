@@ -31,21 +31,23 @@ def _is_float(value: np.ndarray) -> bool:
     return value.dtype.kind in "fV"
 
 
+# The ufuncs' reduce methods directly: np.all / np.sum / ... add a Python layer that costs more than the
+# reduction itself on small tensors, and call the same reduce underneath.
 @kernel(Op.REDUCE_ALL)
 def reduce_all(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return [np.all(inputs[0], axis=_axis(ctx), keepdims=True)]
+    return [np.asarray(np.logical_and.reduce(np.asarray(inputs[0], np.bool_), axis=_axis(ctx), keepdims=True))]
 
 
 @kernel(Op.REDUCE_ANY)
 def reduce_any(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return [np.any(inputs[0], axis=_axis(ctx), keepdims=True)]
+    return [np.asarray(np.logical_or.reduce(np.asarray(inputs[0], np.bool_), axis=_axis(ctx), keepdims=True))]
 
 
 def _extremum(ctx: KernelContext, value: np.ndarray, propagate: np.ufunc, ignore: np.ufunc) -> np.ndarray:
     if not _is_float(value):
         return propagate.reduce(value, axis=_axis(ctx), keepdims=True)
     ufunc = ignore if ctx.operator.attribute.nan_mode == NanPropagationMode.IGNORE else propagate
-    wide = value.astype(np.float32)
+    wide = value.astype(np.float32, copy=False)  # fp32 itself needs no copy: the reduction only reads it
     return ufunc.reduce(wide, axis=_axis(ctx), keepdims=True).astype(value.dtype)
 
 
@@ -62,11 +64,8 @@ def reduce_min(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndar
 @kernel(Op.REDUCE_SUM)
 def reduce_sum(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     (value,) = inputs
-    if _is_float(value):
-        total = np.sum(value.astype(np.float64), axis=_axis(ctx), keepdims=True)
-    else:
-        total = np.sum(value.astype(np.int64), axis=_axis(ctx), keepdims=True)
-    return [total.astype(value.dtype)]
+    wide = value.astype(np.float64 if _is_float(value) else np.int64)
+    return [np.add.reduce(wide, axis=_axis(ctx), keepdims=True).astype(value.dtype)]
 
 
 @kernel(Op.REDUCE_PRODUCT)

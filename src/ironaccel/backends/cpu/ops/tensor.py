@@ -36,7 +36,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ....tosa.attributes import NanPropagationMode
 from ....tosa.operators import Op
-from ..kernel import KernelContext, kernel
+from ..kernel import KernelContext, constants, kernel, prepared
 from ..parallel import parallel_for, split_threads
 
 # The largest integer below which every integer is exact, per BLAS work type.
@@ -53,11 +53,17 @@ def _zp(value: np.ndarray | None) -> int:
     return int(np.asarray(value).reshape(-1)[0]) if value is not None else 0
 
 
+_RANGES: dict[np.dtype, tuple[int, int]] = {}  # integer dtype -> (min, max); np.iinfo costs more than a conv2d
+
+
 def _magnitude(value: np.ndarray, zero_point: np.ndarray | None) -> int:
     """A bound on ``|value - zero_point|`` from the dtype and the zero point alone (no pass over the data)."""
-    info = np.iinfo(value.dtype)
+    limits = _RANGES.get(value.dtype)
+    if limits is None:
+        info = np.iinfo(value.dtype)
+        limits = _RANGES[value.dtype] = (int(info.min), int(info.max))
     zp = _zp(zero_point)
-    return max(int(info.max) - zp, zp - int(info.min))
+    return max(limits[1] - zp, zp - limits[0])
 
 
 def _work_type(a: np.ndarray, a_zp: np.ndarray | None, b: np.ndarray, b_zp: np.ndarray | None, terms: int) -> np.dtype:
@@ -107,20 +113,33 @@ def _destination(ctx: KernelContext, dtype: np.dtype) -> np.ndarray | None:
 # -- convolutions ----------------------------------------------------------------------------------
 def _padded(value: np.ndarray, pads: Sequence[int], zero_point: np.ndarray | None, work: np.dtype) -> np.ndarray:
     """The operand in its work type with zeros around the spatial axes (``pads`` = before/after pairs)."""
-    operand = _operand(value, zero_point, work)
     if not any(pads):
-        return operand
+        return _operand(value, zero_point, work)
     before, after = pads[0::2], pads[1::2]
     shape = (
         value.shape[0],
         *(d + b + a for d, b, a in zip(value.shape[1:-1], before, after, strict=True)),
         value.shape[-1],
     )
-    out = np.zeros(shape, operand.dtype)
-    out[(slice(None), *(slice(b, b + d) for b, d in zip(before, value.shape[1:-1], strict=True)), slice(None))] = (
-        operand
-    )
+    out = np.zeros(shape, work if _is_int(value) else np.float32)
+    inner = out[(slice(None), *(slice(b, b + d) for b, d in zip(before, value.shape[1:-1], strict=True)), slice(None))]
+    inner[...] = value  # converted on the way in (exact: the work type holds every value), no separate copy
+    if _is_int(value):
+        zp = _zp(zero_point)
+        if zp:
+            inner -= zp
     return out
+
+
+def _view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int], writeable: bool) -> np.ndarray:
+    """``as_strided`` for a C-contiguous ``base``, without its Python overhead (it costs more than small
+    convolutions); the extent is checked against the buffer."""
+    if not base.flags.c_contiguous:
+        return as_strided(base, tuple(shape), tuple(strides), writeable=writeable)
+    view = np.ndarray(tuple(shape), base.dtype, base, 0, tuple(strides))
+    if not writeable:
+        view.flags.writeable = False
+    return view
 
 
 def _windows(
@@ -136,7 +155,7 @@ def _windows(
         *(st[1 + i] * dilation[i] for i in range(rank)),
         st[-1],
     )
-    return as_strided(x, (x.shape[0], *out_sp, *kernel, x.shape[-1]), strides, writeable=False)
+    return _view(x, (x.shape[0], *out_sp, *kernel, x.shape[-1]), strides, writeable=False)
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -181,6 +200,11 @@ def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, with_bias: bool, out: np
     rank = (len(rest) - 1) // 2
     out_sp, taps = rest[:rank], rest[rank:]  # taps: the kernel dims and C
     k = math.prod(taps)
+    if len(taps) >= 2 and windows.strides[-2] == taps[-1] * windows.strides[-1]:
+        # (kx, c) of a window lie next to each other in the input (x dilation 1): copy them as one run,
+        # which fills the same im2col matrix with a few times fewer, longer inner loops
+        taps = [*taps[:-2], taps[-2] * taps[-1]]
+        windows = windows.reshape(n, *out_sp, *taps)
     width, oc = wmat.shape
     inner = math.prod(out_sp[1:])
     row_bytes = max(1, inner * width * wmat.itemsize)  # one row of the first output axis
@@ -203,7 +227,7 @@ def _im2col_gemm(windows: np.ndarray, wmat: np.ndarray, with_bias: bool, out: np
         block = (b1 - b0, stop - start, *out_sp[1:])
         rows = math.prod(block)
         cols = _scratch.get(rows * width, wmat.dtype).reshape(rows, width)
-        dst = as_strided(cols, (*block, *taps), _c_strides(block, width * cols.itemsize) + col_strides)
+        dst = _view(cols, (*block, *taps), _c_strides(block, width * cols.itemsize) + col_strides, True)
         np.copyto(dst, windows[b0:b1, start:stop])
         if with_bias:
             cols[:, k] = 1
@@ -232,14 +256,16 @@ def _pointwise(x: np.ndarray, wmat: np.ndarray, bias: np.ndarray | None, out: np
 
 
 def _bias(bias: np.ndarray, channels: int) -> np.ndarray:
-    return np.broadcast_to(bias.reshape(-1), (channels,))
+    flat = bias.reshape(-1)
+    return flat if flat.shape[0] == channels else np.broadcast_to(flat, (channels,))
 
 
-def _conv(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _conv_plan(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> tuple:
+    """Everything about a convolution that does not depend on the input's values."""
     x, w, bias, x_zp, w_zp = inputs
     attribute = ctx.operator.attribute
     out_decl = ctx.outputs[0]
-    out_sp, oc = out_decl.shape[1:-1], out_decl.shape[-1]
+    out_sp, oc = tuple(out_decl.shape[1:-1]), out_decl.shape[-1]
     taps = w.shape[1:-1]
     k = math.prod(taps) * x.shape[-1]
     integer = _is_int(x)
@@ -251,21 +277,37 @@ def _conv(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         wmat = ctx.cached(("conv", work), lambda: _weight_matrix(w, w_zp, bias_vec if fold_bias else None, work))
     else:
         wmat = _weight_matrix(w, w_zp, bias_vec if fold_bias else None, work)
+    pointwise = all(t == 1 for t in taps) and all(s == 1 for s in attribute.stride) and not any(attribute.pad)
+    return integer, work, fold_bias, bias_vec, wmat, out_sp, oc, taps, pointwise, out_decl.dtype.numpy
+
+
+def _conv(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    x, x_zp = inputs[0], inputs[3]
+    attribute = ctx.operator.attribute
+    # With constant weights, bias and zero points the plan is made once per operator.
+    plan = prepared(ctx, "conv", lambda: _conv_plan(ctx, inputs) if constants(ctx, 1, 2, 3, 4) else None)
+    integer, work, fold_bias, bias_vec, wmat, out_sp, oc, taps, pointwise, out_dtype = plan or _conv_plan(ctx, inputs)
     shape = (x.shape[0], *out_sp, oc)
     dest = None if integer else _destination(ctx, work)
     out = dest if dest is not None else np.empty(shape, work)
-    if all(t == 1 for t in taps) and all(s == 1 for s in attribute.stride) and not any(attribute.pad):
+    if pointwise:
         acc = _pointwise(_operand(x, x_zp, work), wmat, wmat[-1] if fold_bias else None, out)
     else:
         windows = _windows(_padded(x, attribute.pad, x_zp, work), out_sp, taps, attribute.stride, attribute.dilation)
         acc = _im2col_gemm(windows, wmat, fold_bias, out)
     if integer:
-        return [_to_output(acc, bias_vec, out_decl.dtype.numpy)]
-    return [acc.astype(out_decl.dtype.numpy, copy=False)]
+        return [_to_output(acc, bias_vec, out_dtype)]
+    return [acc.astype(out_dtype, copy=False)]
 
 
 kernel(Op.CONV2D)(_conv)
 kernel(Op.CONV3D)(_conv)
+
+
+def _tap_rows(weights: np.ndarray, width: int) -> np.ndarray:
+    """[KH, KW, width, C] from depthwise weights [KH, KW, C, 1]: each tap's channel weights, ``width`` times."""
+    kh, kw, c, _ = weights.shape
+    return np.ascontiguousarray(np.broadcast_to(weights[:, :, None, :, 0], (kh, kw, width, c)))
 
 
 @kernel(Op.DEPTHWISE_CONV2D)
@@ -279,13 +321,26 @@ def depthwise_conv2d(ctx: KernelContext, inputs: Sequence[np.ndarray]) -> list[n
     # Elementwise int64 is exact and as fast as float64 here.
     work = np.dtype(np.int64) if integer else np.dtype(np.float32)
     padded = _padded(x, attribute.pad, x_zp, work)
-    weights = _operand(w, w_zp, work)
     windows = _windows(padded, (out_h, out_w), (kh, kw), attribute.stride, attribute.dilation)
-    acc = np.zeros((n, out_h, out_w, c, m), padded.dtype)
-    for ky in range(kh):
-        for kx in range(kw):
-            acc += windows[:, :, :, ky, kx, :, None] * weights[ky, kx]
-    acc = acc.reshape(n, out_h, out_w, out_c)
+    if m == 1:
+        # Each tap's weights repeated along a row of the output: with a contiguous input row (stride 1),
+        # the product of a tap then runs as one long loop per row instead of one short loop per pixel.
+        rows = _constant_or(ctx, 1, lambda: _tap_rows(_operand(w, w_zp, work), out_w), (4,), ("dw", work))
+        acc = np.zeros((n, out_h, out_w, c), padded.dtype)
+        product = np.empty_like(acc)  # one buffer for every tap's products (same operations, no allocations)
+        for ky in range(kh):
+            for kx in range(kw):
+                np.multiply(windows[:, :, :, ky, kx, :], rows[ky, kx], out=product)
+                acc += product
+    else:
+        weights = _operand(w, w_zp, work)
+        acc = np.zeros((n, out_h, out_w, c, m), padded.dtype)
+        product = np.empty_like(acc)
+        for ky in range(kh):
+            for kx in range(kw):
+                np.multiply(windows[:, :, :, ky, kx, :, None], weights[ky, kx], out=product)
+                acc += product
+        acc = acc.reshape(n, out_h, out_w, out_c)
     if integer:
         return [_to_output(acc, _bias(bias, out_c), out_decl.dtype.numpy)]
     acc += _bias(bias, out_c).astype(np.float32)
@@ -368,8 +423,8 @@ def _constant_or(
     ctx: KernelContext, index: int, make: Callable[[], np.ndarray], also: tuple[int, ...] = (), tag: Any = None
 ) -> np.ndarray:
     """``make()``, computed once per program when operand ``index`` (and those in ``also``) are constants."""
-    if ctx.is_constant(index) and all(ctx.is_constant(i) for i in also):
-        return ctx.cached(("operand", index, tag), make)
+    if constants(ctx, index, *also):
+        return prepared(ctx, ("operand", index, tag), make)
     return make()
 
 
