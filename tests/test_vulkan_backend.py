@@ -335,10 +335,12 @@ def test_the_descriptor_lists_exactly_what_is_lowered():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda b, x: b.intdiv(b.cast(x, "int32"), b.cast(x, "int32")), "CAST"),
-        (lambda b, x: b.op("LOGICAL_NOT", [b.greater(x, x)]), "LOGICAL_NOT"),
-        (lambda b, x: b.transpose(b.greater(x, x), (1, 0)), "dtype bool"),
-        (lambda b, x: b.reduce_min(x, 0), "REDUCE_MIN"),
+        (lambda b, x: b.cast(x, "fp16"), "CAST"),  # the FP16 tier's
+        (lambda b, x: b.cast(b.cast(x, "int32"), "bool"), "CAST"),  # PRO-INT's
+        (lambda b, x: b.op("BITWISE_AND", [b.cast(x, "int32"), b.cast(x, "int32")]), "BITWISE_AND"),
+        (lambda b, x: b.transpose(b.cast(x, "int32"), (1, 0)), "dtype int32"),
+        (lambda b, x: b.reduce_min(b.cast(x, "int32"), 0), "REDUCE_MIN"),
+        (lambda b, x: b.op("RFFT2D", [b.reshape(b.pad(x, [0, 0, 0, 1], 0.0), (1, 2, 4))])[0], "RFFT2D"),
     ],
 )
 def test_unsupported_programs_are_refused_at_load_naming_the_operator(opened, build, message):

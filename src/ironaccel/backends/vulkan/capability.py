@@ -1,5 +1,12 @@
 """What the Vulkan backend admits: its FP32 tier, exactly the operators and types :mod:`.ops` lowers.
 
+The tier is the TOSA 1.0 PRO-FP profile without extensions, restricted to fp32: every PRO-FP operator
+in its fp32 signature, and the BOOL and integer signatures the profile has beside them (comparison
+results, SELECT / layout operators on BOOL, logical operators, INT32 arithmetic for index
+computations, ARGMAX's INT32 result, GATHER / SCATTER's INT32 indices, and CAST between fp32 and
+INT8 / INT16 / INT32). fp16 comes with the FP16 tier; the extensions (FFT, control flow, variables,
+dynamic shapes, bf16, fp8) are not offered.
+
 Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError that
 names the operator, tensor and type. Tensor sizes are bounded by maxStorageBufferRange (a kernel binds
 each tensor as one storage-buffer range); ranks by the kernels' six push-constant dimensions.
@@ -22,38 +29,74 @@ from .device import Limits
 from .ops.common import MAX_RANK
 
 FP32 = Signature.of(in_out_t="fp32")
-FP32_OR_BOOL = (FP32, Signature.of(in_out_t="bool"))
+BOOL = Signature.of(in_out_t="bool")
+INT32 = Signature.of(in_out_t="int32")
+FP32_OR_BOOL = (FP32, BOOL)
+CONV = (Signature.of(in_t="fp32", weight_t="fp32", out_t="fp32", acc_t="fp32"),)
 
 
-def _shift_is_zero(view: OperatorView) -> bool:
-    shift = view.consts[2] if len(view.consts) > 2 else None
-    return shift is not None and not shift.any()
+def _constant_shift(view: OperatorView) -> bool:
+    return len(view.consts) > 2 and view.consts[2] is not None
 
 
-SHIFT_ZERO = Constraint("MUL shift 0 only", _shift_is_zero)
+CONSTANT_SHIFT = Constraint("constant MUL shift only", _constant_shift)
+ZERO_POINTS = (zero_zero_points(),)
 
 OPERATORS: dict[Op, OperatorSupport] = {
-    **{op: OperatorSupport((FP32,)) for op in (Op.ADD, Op.SUB, Op.MAXIMUM, Op.MINIMUM, Op.POW)},
-    Op.MUL: OperatorSupport((Signature.of(in_t="fp32", out_t="fp32"),), (SHIFT_ZERO,)),
+    # elementwise binary
+    **{op: OperatorSupport((FP32, INT32)) for op in (Op.ADD, Op.SUB)},
+    Op.MUL: OperatorSupport(
+        (Signature.of(in_t="fp32", out_t="fp32"), Signature.of(in_t="int32", out_t="int32")), (CONSTANT_SHIFT,)
+    ),
+    **{op: OperatorSupport((FP32,)) for op in (Op.MAXIMUM, Op.MINIMUM, Op.POW)},
+    Op.INTDIV: OperatorSupport((INT32,)),
+    **{op: OperatorSupport((BOOL,)) for op in (Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR)},
+    **{
+        op: OperatorSupport(tuple(Signature.of(in_out_t=t) for t in ("int8", "int16", "int32")))
+        for op in (Op.LOGICAL_LEFT_SHIFT, Op.LOGICAL_RIGHT_SHIFT)
+    },
+    # elementwise unary and activations
     **{
         op: OperatorSupport((FP32,))
         for op in (Op.ABS, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.FLOOR, Op.CEIL, Op.SIN, Op.COS)
     },
-    Op.NEGATE: OperatorSupport((Signature.of(in_out_t="fp32", acc_t="fp32"),), (zero_zero_points(),)),
+    Op.NEGATE: OperatorSupport((Signature.of(in_out_t="fp32", acc_t="fp32"),), ZERO_POINTS),
+    Op.LOGICAL_NOT: OperatorSupport((BOOL,)),
     **{op: OperatorSupport((FP32,)) for op in (Op.CLAMP, Op.TANH, Op.SIGMOID, Op.ERF)},
-    Op.SELECT: OperatorSupport((FP32,)),
+    # ternary and comparisons
+    Op.SELECT: OperatorSupport(FP32_OR_BOOL),
     **{
         op: OperatorSupport((Signature.of(in_t="fp32", out_t="bool"),))
         for op in (Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL)
     },
-    Op.RESHAPE: OperatorSupport(FP32_OR_BOOL),
-    Op.IDENTITY: OperatorSupport(FP32_OR_BOOL),
-    Op.TRANSPOSE: OperatorSupport((FP32,)),
+    # data layout and data nodes
+    **{
+        op: OperatorSupport(FP32_OR_BOOL)
+        for op in (Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT)
+    },
+    Op.IDENTITY: OperatorSupport(tuple(Signature.of(in_out_t=t) for t in ("fp32", "bool", "int8", "int16", "int32"))),
     Op.CONST: OperatorSupport(),  # a constant's type is judged where it is used
     Op.CONST_SHAPE: OperatorSupport(),
-    Op.MATMUL: OperatorSupport((Signature.of(in_t="fp32", out_t="fp32"),), (zero_zero_points(),)),
+    # tensor operators
+    Op.MATMUL: OperatorSupport((Signature.of(in_t="fp32", out_t="fp32"),), ZERO_POINTS),
+    **{
+        op: OperatorSupport(CONV, ZERO_POINTS)
+        for op in (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)
+    },
+    Op.AVG_POOL2D: OperatorSupport((Signature.of(in_out_t="fp32", acc_t="fp32"),), ZERO_POINTS),
+    Op.MAX_POOL2D: OperatorSupport((FP32,)),
+    Op.ARGMAX: OperatorSupport((Signature.of(in_t="fp32", out_t="int32"),)),
+    # reductions
     Op.REDUCE_SUM: OperatorSupport((Signature.of(in_out_t="fp32", acc_t="fp32"),)),
-    Op.REDUCE_MAX: OperatorSupport((FP32,)),
+    **{op: OperatorSupport((FP32,)) for op in (Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_PRODUCT)},
+    **{op: OperatorSupport((BOOL,)) for op in (Op.REDUCE_ALL, Op.REDUCE_ANY)},
+    # scatter / gather, image, type conversion
+    **{op: OperatorSupport((Signature.of(index_t="int32", in_out_t="fp32"),)) for op in (Op.GATHER, Op.SCATTER)},
+    Op.RESIZE: OperatorSupport((Signature.of(resize_t="fp32", in_t="fp32", out_t="fp32"),)),
+    Op.CAST: OperatorSupport(
+        tuple(Signature.of(in_t=t, out_t="fp32") for t in ("int8", "int16", "int32"))
+        + tuple(Signature.of(in_t="fp32", out_t=t) for t in ("int8", "int16", "int32"))
+    ),
 }
 
 
@@ -61,7 +104,7 @@ def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
     """The FP32 tier on a device with ``limits``."""
     return CapabilityDescriptor(
         target=Target.of(profiles=["pro-fp"], level="8k"),
-        dtypes=frozenset({DType.FP32, DType.BOOL}),
+        dtypes=frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32}),
         operators=OPERATORS,
         max_rank=MAX_RANK,
         max_tensor_bytes=limits.max_storage_buffer_range,

@@ -32,8 +32,11 @@ from . import (  # noqa: E402 - the group modules register themselves through `l
     elementwise_binary,
     elementwise_ternary,
     elementwise_unary,
+    image,
     reduction,
+    scatter_gather,
     tensor,
+    type_conversion,
 )
 
 __all__ = [
@@ -45,7 +48,10 @@ __all__ = [
     "elementwise_binary",
     "elementwise_ternary",
     "elementwise_unary",
+    "image",
     "lowering",
     "reduction",
+    "scatter_gather",
     "tensor",
+    "type_conversion",
 ]

@@ -17,10 +17,13 @@ import numpy as np
 
 from ....core.errors import InternalError
 from ....tosa.attributes import NanPropagationMode
+from ....tosa.dtypes import DType
 from ....tosa.ir import Operator, Tensor
 
 MAX_RANK = 6  # the kernels' push constants hold six dimensions (TOSA level 8K's rank limit)
 WORKGROUP = 64  # invocations per workgroup of the elementwise kernels (specialization constant 0)
+# Bytes per element as the kernels address them (numpy's storage): BOOL and INT8 bytes, INT16 halves.
+ELEMENT_BYTES = {DType.BOOL: 1, DType.INT8: 1, DType.INT16: 2, DType.INT32: 4, DType.FP32: 4}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +131,25 @@ def pad(values: Sequence[int]) -> list[int]:
 def groups(count: int, ctx: LoweringContext) -> tuple[int, int, int]:
     """Workgroups for ``count`` invocations; the kernels loop (grid stride) past the device's limit."""
     return (max(1, min(-(-count // WORKGROUP), ctx.max_groups[0])), 1, 1)
+
+
+def word_groups(count: int, element_bytes: int, ctx: LoweringContext) -> tuple[int, int, int]:
+    """Workgroups for a kernel that writes whole 32-bit words: one invocation per word of ``count``
+    elements of ``element_bytes`` each."""
+    per_word = 4 // element_bytes
+    return groups(-(-count // per_word), ctx)
+
+
+def element_bytes(tensor: Tensor) -> int:
+    found = ELEMENT_BYTES.get(tensor.dtype)
+    if found is None:  # admission lists only these types
+        raise InternalError(f"no Vulkan kernel moves {tensor.dtype} elements ({tensor.name!r})")
+    return found
+
+
+def words(*values: int) -> bytes:
+    """Push constants: 32-bit words, each an unsigned value or a negative one in two's complement."""
+    return struct.pack(f"<{len(values)}I", *(v & 0xFFFFFFFF for v in values))
 
 
 def indexed_push(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]) -> tuple[int, bytes]:

@@ -1,10 +1,11 @@
-"""SELECT: BOOL condition, fp32 values, with broadcasting of all three operands: ``select.comp``."""
+"""SELECT: BOOL condition, fp32 or BOOL values, with broadcasting of all three operands: ``select.comp``
+(values move as bits; each invocation writes a whole 32-bit word)."""
 
 from __future__ import annotations
 
 from ....tosa.operators import Op
 from . import lowering
-from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, indexed_push
+from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, indexed_push, word_groups
 
 
 @lowering(Op.SELECT)
@@ -14,5 +15,6 @@ def select(ctx: LoweringContext) -> list[Step]:
     n, push = indexed_push(out.shape, [cond.shape, a.shape, b.shape])
     if n == 0:
         return []
+    es = element_bytes(out)
     reads = (ctx.place(cond), ctx.place(a), ctx.place(b))
-    return [Dispatch("select", (WORKGROUP,), reads, (ctx.place(out),), push, groups(n, ctx))]
+    return [Dispatch("select", (WORKGROUP, es), reads, (ctx.place(out),), push, word_groups(n, es, ctx))]

@@ -1,4 +1,5 @@
-"""ABS, NEGATE (zero zero-points), FLOOR, CEIL, EXP, LOG, RECIPROCAL, RSQRT, SIN, COS on fp32: ``unary.comp``.
+"""ABS, NEGATE (zero zero-points), FLOOR, CEIL, EXP, LOG, RECIPROCAL, RSQRT, SIN, COS on fp32: ``unary.comp``;
+LOGICAL_NOT on BOOL: ``integer.comp``.
 
 ABS, NEGATE, FLOOR and CEIL are exact; the others are written out in shaders/include/math.glsl
 because Vulkan's built-ins are looser than TOSA's bounds.
@@ -11,6 +12,7 @@ import struct
 from ....tosa.operators import Op
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups
+from .elementwise_binary import integer_steps
 
 OPCODES = {
     Op.ABS: 0,
@@ -44,3 +46,8 @@ def unary_steps(ctx: LoweringContext, lo: float = 0.0, hi: float = 0.0, nan: int
 @lowering(Op.ABS, Op.NEGATE, Op.FLOOR, Op.CEIL, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.SIN, Op.COS)
 def unary(ctx: LoweringContext) -> list[Step]:
     return unary_steps(ctx)  # NEGATE's zero points are 0 (admission checks it), so it is -x
+
+
+@lowering(Op.LOGICAL_NOT)
+def logical_not(ctx: LoweringContext) -> list[Step]:
+    return integer_steps(ctx, 0, 0)

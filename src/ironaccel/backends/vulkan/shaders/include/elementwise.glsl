@@ -23,3 +23,17 @@ uint broadcast_index(uint i, uint rank, uint shape[MAX_RANK], uint strides[MAX_R
 bool read_bool(uint word, uint i) {
     return ((word >> ((i & 3u) * 8u)) & 0xffu) != 0u;
 }
+
+// Elements of 1, 2 or 4 bytes (BOOL / INT8, INT16, INT32 / FP32) packed in 32-bit words, little
+// endian as numpy stores them: element i of an ES-byte tensor is word i / (4 / ES), bits from
+// (i % (4 / ES)) * 8 ES. ES is a specialization constant where these are used, so they fold.
+#define ELEM_PER_WORD(ES) (4u / (ES))
+#define ELEM_WORD(i, ES) ((i) / ELEM_PER_WORD(ES))
+#define ELEM_SHIFT(i, ES) (((i) % ELEM_PER_WORD(ES)) * 8u * (ES))
+#define ELEM_MASK(ES) ((ES) == 4u ? 0xffffffffu : ((1u << (8u * (ES))) - 1u))
+#define ELEM_GET(word, i, ES) (((word) >> ELEM_SHIFT(i, ES)) & ELEM_MASK(ES))
+
+// An element's bits (zero-extended) read as the signed integer of that width.
+int sign_extend(uint bits, uint es) {
+    return es == 4u ? int(bits) : bitfieldExtract(int(bits), 0, int(8u * es));
+}

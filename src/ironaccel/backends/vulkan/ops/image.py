@@ -1,0 +1,35 @@
+"""RESIZE of fp32 NHWC images, NEAREST and BILINEAR: ``resize.comp``, one invocation per output.
+
+Scale, offset and border are compile-time shape constants read here; the kernel follows the
+specification's arithmetic (integer positions, the fraction rounded once to fp32; see the shader).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....core.errors import InternalError
+from ....tosa.attributes import ResizeMode
+from ....tosa.operators import Op
+from . import lowering
+from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, words
+
+
+def _ints(ctx: LoweringContext, index: int) -> list[int]:
+    value = ctx.constant(index)
+    if value is None:
+        raise InternalError(f"RESIZE: operand {index} is not a constant shape")
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+@lowering(Op.RESIZE)
+def resize(ctx: LoweringContext) -> list[Step]:
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    if out.size == 0:
+        return []
+    scale, offset = _ints(ctx, 1), _ints(ctx, 2)
+    _, ih, iw, c = x.shape
+    _, oh, ow, _ = out.shape
+    push = words(out.size, ih, iw, c, oh, ow, *scale, *offset)
+    spec = (WORKGROUP, int(ctx.operator.attribute.mode == ResizeMode.BILINEAR))
+    return [Dispatch("resize", spec, (ctx.place(x),), (ctx.place(out),), push, groups(out.size, ctx))]

@@ -1,0 +1,46 @@
+"""GATHER and SCATTER of fp32 along K ([N, K, C] values, int32 [N, W] indices): ``gather.comp``.
+
+SCATTER copies values_in into the output, then writes each input row where its index points. An index
+outside [0, K), or (for SCATTER) two writes to one position, is a REQUIRE violation: the result is
+unpredictable, and the kernel keeps it harmless (GATHER reads 0, SCATTER skips the write).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ....tosa.operators import Op
+from . import lowering
+from .common import WORKGROUP, Copy, Dispatch, LoweringContext, Step, groups
+
+
+@lowering(Op.GATHER)
+def gather(ctx: LoweringContext) -> list[Step]:
+    values, indices = ctx.inputs
+    out = ctx.outputs[0]
+    if out.size == 0:
+        return []
+    _, k, c = values.shape
+    w = indices.shape[1]
+    push = struct.pack("<4I", out.size, k, w, c)
+    reads = (ctx.place(values), ctx.place(indices))
+    return [Dispatch("gather", (WORKGROUP, 0), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+
+
+@lowering(Op.SCATTER)
+def scatter(ctx: LoweringContext) -> list[Step]:
+    values_in, indices, updates = ctx.inputs
+    out = ctx.outputs[0]
+    if out.size == 0:
+        return []
+    steps: list[Step] = []
+    src, dst = ctx.place(values_in), ctx.place(out)
+    if src != dst:
+        steps.append(Copy(src, dst))
+    if updates.size:
+        _, k, c = values_in.shape
+        w = indices.shape[1]
+        push = struct.pack("<4I", updates.size, k, w, c)
+        reads = (ctx.place(indices), ctx.place(updates))
+        steps.append(Dispatch("gather", (WORKGROUP, 1), reads, (dst,), push, groups(updates.size, ctx)))
+    return steps

@@ -1,0 +1,74 @@
+#version 460
+// CAST between fp32 and the integer types, one output word (4 / OUT_ES elements) per invocation.
+// FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32.
+// int -> fp32: rounded once to nearest even (exact halves summed: one correctly rounded addition).
+// fp32 -> int: round to nearest, ties to even, saturated to the type; NaN (unpredictable) gives 0.
+#extension GL_GOOGLE_include_directive : require
+#include "include/float_controls.glsl"
+#include "include/elementwise.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint FROM = 0u;
+layout(constant_id = 2) const uint TO = 3u;
+
+layout(set = 0, binding = 0, std430) readonly buffer In { uint inv[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Out { uint outw[]; };
+
+layout(push_constant, std430) uniform Params {
+    uint n;
+} p;
+
+const uint IN_ES = FROM == 0u ? 4u : (FROM == 1u ? 1u : (FROM == 2u ? 2u : 4u));
+const uint OUT_ES = TO == 0u ? 4u : (TO == 1u ? 1u : (TO == 2u ? 2u : 4u));
+
+float int_to_float(int v) {
+    // Both halves convert exactly; their sum is rounded once, as IEEE addition is.
+    precise float hi = float(v >> 16) * 65536.0;
+    precise float lo = float(v & 0xffff);
+    return hi + lo;
+}
+
+int float_to_int(float x, int lo, int hi) {
+    if (isnan(x)) {
+        return 0;
+    }
+    float r = roundEven(x);
+    if (r >= float(hi)) {  // float(INT32_MAX) is 2^31, beyond the type: saturate before converting
+        return hi;
+    }
+    if (r <= float(lo)) {
+        return lo;
+    }
+    return int(r);
+}
+
+uint convert(uint bits) {
+    if (TO == 0u) {
+        return floatBitsToUint(int_to_float(sign_extend(bits, IN_ES)));
+    }
+    float x = uintBitsToFloat(bits);
+    int v;
+    if (TO == 1u) {
+        v = float_to_int(x, -128, 127);
+    } else if (TO == 2u) {
+        v = float_to_int(x, -32768, 32767);
+    } else {
+        v = float_to_int(x, int(0x80000000u), 0x7fffffff);
+    }
+    return uint(v) & ELEM_MASK(OUT_ES);
+}
+
+void main() {
+    uint per = ELEM_PER_WORD(OUT_ES);
+    uint words = (p.n + per - 1u) / per;
+    for (uint w = gl_GlobalInvocationID.x; w < words; w += GRID_STRIDE) {
+        uint word = 0u;
+        for (uint j = 0u; j < per; ++j) {
+            uint i = w * per + j;
+            if (i < p.n) {
+                word |= convert(ELEM_GET(inv[ELEM_WORD(i, IN_ES)], i, IN_ES)) << (j * 8u * OUT_ES);
+            }
+        }
+        outw[w] = word;
+    }
+}
