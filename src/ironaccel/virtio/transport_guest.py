@@ -1,0 +1,357 @@
+"""The guest end of the transport: set the device up over the socket, then exchange commands.
+
+    with GuestTransport("/run/ironaccel.sock") as t:
+        response = t.request([header, payload], response_capacity)
+
+Set-up, in the order a vhost-user front end uses: negotiate features (VERSION_1, EVENT_IDX and
+INDIRECT_DESC when the daemon offers them) and protocol features (REPLY_ACK, CONFIG, RESET_DEVICE),
+read the device configuration, create one sealed memfd holding the ring, the indirect tables and
+the buffer arena, and hand over the memory table, the queue (size, addresses, first index) and three
+eventfds: kick (we signal the device), call (the device signals us), err (the device reports a broken
+queue). Every set-up request asks for an acknowledgement, so a refusal fails here, naming the step.
+
+A command is one chain: its request bytes copied into the arena (device-readable), a response block
+of the caller's capacity (device-writable). Any number of threads may have commands in flight at once;
+one of the waiting threads at a time collects used chains for all of them. Waiting spins for
+``poll_s`` (cheap when the device answers fast), then sleeps on the call eventfd with the ring's
+suppression re-armed and checked once more. A daemon that goes away ends every wait with DeviceLost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import mmap
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+from ..core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, Unsupported
+from . import transport as tp
+from .transport import ProtocolError, ProtocolFeature, Request
+from .transport_arena import ALIGN, Arena
+from .transport_memory import SharedRegion
+from .virtqueue import (
+    F_EVENT_IDX,
+    F_INDIRECT_DESC,
+    F_VERSION_1,
+    GuestMemory,
+    MemoryRegion,
+    QueueFull,
+    RingAddresses,
+    RingError,
+    RingLayout,
+)
+from .virtqueue_driver import DriverQueue, IndirectArea
+
+GUEST_BASE = 1 << 32  # the region's guest address: a non-zero base keeps addresses and offsets apart
+WANTED_FEATURES = F_VERSION_1 | tp.F_PROTOCOL_FEATURES | F_EVENT_IDX | F_INDIRECT_DESC
+WANTED_PROTOCOL = ProtocolFeature.REPLY_ACK | ProtocolFeature.CONFIG | ProtocolFeature.RESET_DEVICE
+INDIRECT_PER_HEAD = 8
+
+
+class GuestTransport:
+    """One guest's connection to the daemon. Thread-safe: ``request`` may be called from any thread."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        queue_size: int = 64,
+        arena_bytes: int = 64 << 20,
+        features: int = WANTED_FEATURES,
+        config_size: int = 16,
+        poll_s: float = 50e-6,
+        setup_timeout_s: float = 10.0,
+    ) -> None:
+        self.path = path
+        self.poll_s = poll_s
+        self._setup_timeout = setup_timeout_s
+        self._cond = threading.Condition()
+        self._lost: str | None = None
+        self._reaping = False
+        self._tokens = itertools.count(1)
+        self._heads: dict[int, int] = {}  # head in flight -> token
+        self._done: dict[int, int] = {}  # token -> used length
+        self._blocks: dict[int, tuple[int, int]] = {}  # token in flight -> its request and response blocks
+        self._abandoned: set[int] = set()  # tokens whose caller stopped waiting
+        self._kick = os.eventfd(0, os.EFD_CLOEXEC)
+        self._call = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self._err = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self.region: SharedRegion | None = None
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            self.sock.settimeout(setup_timeout_s)
+            try:
+                self.sock.connect(path)
+            except OSError as exc:
+                raise DeviceLost(f"cannot reach a virtio-accel daemon at {path}: {exc}") from exc
+            self._setup(queue_size, arena_bytes, features, config_size)
+            self.sock.settimeout(None)
+        except BaseException:
+            self._release()
+            raise
+
+    # ---- set-up ---------------------------------------------------------------------------------------
+    def _setup(self, queue_size: int, arena_bytes: int, wanted: int, config_size: int) -> None:
+        offered = self._get_u64(Request.GET_FEATURES)
+        self.features = offered & wanted
+        if not self.features & F_VERSION_1:
+            raise ProtocolError(f"the daemon offers features {offered:#x}, without VIRTIO_F_VERSION_1")
+        tp.send(self.sock, Request.SET_FEATURES, tp.U64.pack(self.features))
+        self.protocol_features = 0
+        if self.features & tp.F_PROTOCOL_FEATURES:
+            self.protocol_features = self._get_u64(Request.GET_PROTOCOL_FEATURES) & WANTED_PROTOCOL
+            tp.send(self.sock, Request.SET_PROTOCOL_FEATURES, tp.U64.pack(self.protocol_features))
+        self._step(Request.SET_OWNER)
+        self.config = self._get_config(config_size) if self.protocol_features & ProtocolFeature.CONFIG else b""
+
+        self.layout = RingLayout.of(queue_size)
+        indirect_at = _page(self.layout.total)
+        arena_at = _page(indirect_at + IndirectArea.bytes_for(queue_size, INDIRECT_PER_HEAD))
+        total = _page(arena_at + arena_bytes)
+        self.region = SharedRegion.create(total)
+        self.memory = GuestMemory([MemoryRegion(GUEST_BASE, total, self.region.view)])
+        table = tp.encode_mem_table([tp.RegionDesc(GUEST_BASE, total, GUEST_BASE, 0)])
+        self._step(Request.SET_MEM_TABLE, table, [self.region.fd])
+        self.indirect = IndirectArea(GUEST_BASE + indirect_at, INDIRECT_PER_HEAD)
+        self.arena = Arena(arena_at, total - arena_at)
+        self._start_ring()
+
+    def _start_ring(self) -> None:
+        """A fresh ring at index 0, handed to the device with its eventfds."""
+        size = self.layout.size
+        addrs = RingAddresses.contiguous(GUEST_BASE, self.layout)
+        self.driver = DriverQueue(self.memory, size, addrs, features=self.features, indirect=self.indirect)
+        self._step(Request.SET_VRING_NUM, tp.VRING_STATE.pack(0, size))
+        self._step(Request.SET_VRING_ADDR, tp.VRING_ADDR.pack(0, 0, addrs.desc, addrs.used, addrs.avail, 0))
+        self._step(Request.SET_VRING_BASE, tp.VRING_STATE.pack(0, 0))
+        self._step(Request.SET_VRING_CALL, tp.U64.pack(0), [self._call])
+        self._step(Request.SET_VRING_ERR, tp.U64.pack(0), [self._err])
+        self._step(Request.SET_VRING_KICK, tp.U64.pack(0), [self._kick])
+        if self.features & tp.F_PROTOCOL_FEATURES:
+            self._step(Request.SET_VRING_ENABLE, tp.VRING_STATE.pack(0, 1))
+
+    def _get_u64(self, request: Request) -> int:
+        tp.send(self.sock, request)
+        (value,) = tp.expect_reply(self.sock, request).expect(tp.U64)
+        return value
+
+    def _get_config(self, size: int) -> bytes:
+        tp.send(self.sock, Request.GET_CONFIG, tp.CONFIG_HEADER.pack(0, size, 0) + bytes(size))
+        msg = tp.expect_reply(self.sock, Request.GET_CONFIG)
+        if len(msg.payload) != tp.CONFIG_HEADER.size + size:
+            expected = tp.CONFIG_HEADER.size + size
+            raise ProtocolError(f"GET_CONFIG reply of {len(msg.payload)} bytes, expected {expected}")
+        return msg.payload[tp.CONFIG_HEADER.size :]
+
+    def _step(self, request: Request, payload: bytes = b"", fds: Sequence[int] = ()) -> None:
+        """Send one set-up request; with REPLY_ACK, wait for its acknowledgement."""
+        ack = bool(self.protocol_features & ProtocolFeature.REPLY_ACK)
+        tp.send(self.sock, request, payload, fds, tp.VERSION | (tp.NEED_REPLY if ack else 0))
+        if ack:
+            (status,) = tp.expect_reply(self.sock, request).expect(tp.U64)
+            if status:
+                raise ProtocolError(f"the daemon refused {request.name} (see its log for why)")
+
+    # ---- commands -------------------------------------------------------------------------------------
+    def request(
+        self, parts: Sequence[bytes | bytearray | memoryview], capacity: int, timeout: float | None = None
+    ) -> bytes:
+        """Send one command (the concatenation of ``parts``) and return its response bytes."""
+        with self.exchange(parts, capacity, timeout) as response:
+            return bytes(response)
+
+    @contextlib.contextmanager
+    def exchange(
+        self, parts: Sequence[bytes | bytearray | memoryview], capacity: int, timeout: float | None = None
+    ) -> Iterator[memoryview]:
+        """Like ``request``, but yields the response where the device wrote it (valid inside the block)."""
+        views = [memoryview(p).cast("B") for p in parts]
+        size = sum(v.nbytes for v in views)
+        if size <= 0 or capacity <= 0 or _blocks(size) + _blocks(capacity) > self.arena.size:
+            raise InvalidArgument(
+                f"a {size}-byte request with a {capacity}-byte response does not fit the {self.arena.size}-byte arena"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        req = resp = token = None
+        try:
+            with self._cond:
+                while True:
+                    self._check()
+                    req = req if req is not None else self.arena.alloc(size)
+                    resp = resp if resp is not None else self.arena.alloc(capacity)
+                    if req is not None and resp is not None:
+                        break
+                    self._wait_for_room(deadline)
+            view = self._view
+            at = req
+            for v in views:  # the copy into shared memory, outside the lock
+                view[at : at + v.nbytes] = v
+                at += v.nbytes
+            with self._cond:
+                while True:
+                    self._check()
+                    try:
+                        head = self.driver.post([(GUEST_BASE + req, size)], [(GUEST_BASE + resp, capacity)])
+                        break
+                    except QueueFull:
+                        self._wait_for_room(deadline)
+                token = next(self._tokens)
+                self._heads[head] = token
+                self._blocks[token] = (req, resp)
+                if self.driver.kick_needed():
+                    os.eventfd_write(self._kick, 1)
+                length = self._await(token, deadline)
+            yield view[resp : resp + length]
+        finally:
+            with self._cond:
+                if token is not None and token in self._blocks and self._lost is None:
+                    # Given up on (a deadline) while the device still owns the chain: its blocks are freed
+                    # when it comes back, never while the device may still write into them.
+                    self._abandoned.add(token)
+                else:
+                    self._blocks.pop(token, None)
+                    for block in (req, resp):
+                        if block is not None and self.region is not None:
+                            self.arena.free(block)
+                self._cond.notify_all()
+
+    @property
+    def _view(self) -> memoryview:
+        assert self.region is not None
+        return self.region.view
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise DeviceLost(self._lost)
+
+    def _wait_for_room(self, deadline: float | None) -> None:
+        """Room comes back as chains complete (reap them) or as other threads free their blocks."""
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise DeadlineExpired("no room in the queue before the deadline")
+        if self._heads and not self._reaping:
+            self._reap_once(remaining)
+        else:
+            self._cond.wait(remaining)
+
+    def _await(self, token: int, deadline: float | None) -> int:
+        """Called with the lock held; returns the used length of ``token``'s chain."""
+        while token not in self._done:
+            self._check()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExpired("no response before the deadline")
+            if self._reaping:
+                self._cond.wait(remaining)
+            else:
+                self._reap_once(remaining)
+        self._blocks.pop(token)
+        return self._done.pop(token)
+
+    def _reap_once(self, timeout: float | None) -> None:
+        """Wait (without the lock) for used chains, then collect them for every waiter."""
+        self._reaping = True
+        self._cond.release()
+        try:
+            self._wait_for_used(timeout)
+        finally:
+            self._cond.acquire()
+            self._reaping = False
+        try:
+            for head, length in self.driver.reap():
+                token = self._heads.pop(head)
+                if token in self._abandoned:
+                    self._abandoned.discard(token)
+                    for block in self._blocks.pop(token):
+                        self.arena.free(block)
+                else:
+                    self._done[token] = length
+        except RingError as exc:
+            self._lose(f"the device corrupted the command queue: {exc}")
+        self._cond.notify_all()
+
+    def _wait_for_used(self, timeout: float | None) -> None:
+        if self._lost is not None:
+            return
+        driver = self.driver
+        end = time.perf_counter() + self.poll_s
+        while time.perf_counter() < end:
+            if driver.has_used():
+                return
+        if driver.enable_calls():
+            return
+        ready, _, _ = select.select([self._call, self._err, self.sock], [], [], timeout)
+        if self._call in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self._call)
+        if self._err in ready:
+            self._lost = "the device stopped the command queue (see the daemon's log)"
+        elif self.sock in ready:
+            try:
+                data = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                data = b"?"
+            except OSError:
+                data = b""
+            if not data:
+                self._lost = f"the virtio-accel daemon at {self.path} closed the connection"
+
+    def _lose(self, why: str) -> None:
+        self._lost = why
+
+    # ---- teardown -------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Whole-device reset: the daemon releases every object of this guest (a fresh engine session)
+        and the queue starts afresh. Only with nothing in flight."""
+        if not self.protocol_features & ProtocolFeature.RESET_DEVICE:
+            raise Unsupported("the daemon does not offer RESET_DEVICE")
+        with self._cond:
+            self._check()
+            if self._heads:
+                raise Busy(f"reset with {len(self._heads)} command(s) in flight")
+            self.sock.settimeout(self._setup_timeout)
+            try:
+                self._step(Request.RESET_DEVICE)
+                tp.send(self.sock, Request.SET_FEATURES, tp.U64.pack(self.features))
+                self._start_ring()
+            finally:
+                self.sock.settimeout(None)
+
+    def close(self) -> None:
+        with self._cond:
+            if self._lost is None:
+                self._lost = "the transport was closed"
+            self._cond.notify_all()
+        self._release()
+
+    def _release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        for fd in (self._kick, self._call, self._err):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._kick = self._call = self._err = -1
+        if self.region is not None:
+            self.memory = None  # type: ignore[assignment]
+            self.driver = None  # type: ignore[assignment]
+            region, self.region = self.region, None
+            region.close()
+
+    def __enter__(self) -> GuestTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _blocks(n: int) -> int:
+    return (n + ALIGN - 1) & -ALIGN
+
+
+def _page(n: int) -> int:
+    return (n + mmap.PAGESIZE - 1) & -mmap.PAGESIZE
