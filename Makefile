@@ -60,7 +60,7 @@ fuzz-tosa: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -s -m slow tests/test_tosa_fuzz.py
 
 # make fuzz-virtio - fuzz the virtio-accel frame decoders (IRONACCEL_FUZZ_EXAMPLES inputs each, default 10^6) and
-# whole guest sessions against the device engine (20-30 s per decoder)
+# as many commands of hostile guest sessions against the device engine (about two minutes in all)
 .PHONY: fuzz-virtio
 fuzz-virtio: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-1000000} $(PY) -m pytest -q -s -m slow tests/test_virtio_wire_fuzz.py \

@@ -45,7 +45,8 @@ CREATES = {
 }
 CAPACITIES = [0, 15, 16, 23, 24, 92] + [4096] * 10 + [1 << 20] * 4
 # Creation and submission more often than destruction, so that sessions grow deep enough to run work.
-OPCODES = [*w.Opcode] + [
+OPCODES = [
+    *w.Opcode,
     w.Opcode.CREATE_CONTEXT,
     w.Opcode.ALLOCATE_BUFFER,
     w.Opcode.ALLOCATE_BUFFER,
