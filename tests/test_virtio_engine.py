@@ -329,6 +329,23 @@ def test_program_loading_failures_keep_their_meaning():
     assert guest.session.engine.accelerator.live_resources()["program"] == 1
 
 
+def test_programs_are_admitted_against_the_backends_capabilities_at_load():
+    import dataclasses
+
+    from ironaccel.tosa.capability import descriptor_for_all_of_tosa_1_0
+    from ironaccel.tosa.operators import Op
+
+    full = descriptor_for_all_of_tosa_1_0()
+    without_add = dataclasses.replace(full, operators={op: s for op, s in full.operators.items() if op is not Op.ADD})
+    acc = factory("cpu")()
+    acc._capabilities = lambda: without_add  # a backend that cannot run ADD
+    guest = Guest(_engine(acc).connect())
+    ctx = guest.context()
+    load = w.LoadProgram.of(ctx, TOSA_FORMAT, FP_TARGET, add_program(), 1 << 20)
+    assert guest.status(OP.LOAD_PROGRAM, load) == "UNSUPPORTED"
+    assert acc.live_resources()["program"] == 0
+
+
 # ---- submission and events -----------------------------------------------------------------------
 def test_submit_and_poll_never_wait_and_retained_objects_are_busy():
     acc = ControlledCpu()
