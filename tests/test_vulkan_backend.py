@@ -25,7 +25,7 @@ from ironaccel.backends.vulkan.capability import OPERATORS
 from ironaccel.backends.vulkan.ops import LOWERINGS
 from ironaccel.backends.vulkan.ops.common import Copy, Dispatch, Place
 from ironaccel.conformance import semantic
-from ironaccel.core.errors import Busy, InvalidArgument, Unsupported
+from ironaccel.core.errors import Busy, InvalidArgument, ResourceLimit, Unsupported
 from ironaccel.core.settings import Settings
 from ironaccel.runtime import (
     ArtifactRef,
@@ -417,10 +417,19 @@ def test_reshape_of_a_graph_input_is_one_copy():
 
 
 def test_an_arena_beyond_the_device_limit_is_refused():
-    from ironaccel.core.errors import ResourceLimit
 
     with pytest.raises(ResourceLimit, match="one buffer"):
         _plan(lambda b, x: b.exp(x), [(1024, 1024)], max_buffer_bytes=1 << 20)
+
+
+def test_a_driver_loop_cap_refuses_what_it_would_cut_short():
+    """lavapipe ends an invocation's loops after 65535 iterations: planning for such a cap splits long
+    axes across a workgroup, and refuses a reduction that would still exceed it."""
+    plan = _plan(lambda b, x: b.reduce_sum(x, 1), [(2, 100_000)], max_loop_iterations=65535)
+    (step,) = plan.steps
+    assert step.spec[0] == 256 and step.spec[-1] == 1  # a workgroup per output
+    with pytest.raises(ResourceLimit, match="65535 loop iterations"):
+        _plan(lambda b, x: b.reduce_any(b.greater(x, 0.0), 0), [(40_000_000, 1)], max_loop_iterations=65535)
 
 
 # ---- shaders ---------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Every operator of the Vulkan FP32 tier against the CPU backend (the oracle), on lavapipe.
+"""The elementwise, comparison and reduction operators and MATMUL of the Vulkan FP32 tier against the CPU
+backend (the oracle), on lavapipe. The tensor operators are in test_vulkan_tensor_ops.py, data movement,
+type and integer operators in test_vulkan_data_ops.py; the shared helpers in vulkan_fixtures.py.
 
 ``IRONACCEL_TEST_VULKAN_DEVICE`` names another device (``scripts/gpu-check`` runs this module on the
 NVIDIA H200 with ``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``).
@@ -22,7 +24,6 @@ of sum |a b|, REDUCE_SUM (4096 terms) within 0.6 x 2^-23 of sum |x|.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -30,104 +31,16 @@ import pytest
 
 import ironaccel
 from ironaccel.backends.cpu import run as cpu_run
-from ironaccel.backends.vulkan import instance
-from ironaccel.core.errors import Unsupported
 from ironaccel.tosa import ProgramBuilder
+from vulkan_fixtures import DEVICE, RNG_SEED, assert_close, clean, dev, flushed, normal, run_both
 
-RNG_SEED = 20261203
-DEVICE = "vulkan:" + (os.environ.get("IRONACCEL_TEST_VULKAN_DEVICE") or "llvmpipe")
-BIG = 1 << 30  # resident-bytes bound for these test programs (the arena counts as resident)
-
-
-@pytest.fixture(scope="module")
-def dev():
-    try:
-        device = ironaccel.open(DEVICE)
-    except Unsupported as exc:
-        pytest.skip(f"{DEVICE} unavailable: {exc}")
-    yield device
-    device.close()
-    leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
-    device.accelerator.close()
-    assert not leaks, leaks
-
-
-@pytest.fixture(autouse=True)
-def clean(request):
-    instance.clear_validation_messages()
-    yield
-    messages = instance.validation_messages()
-    instance.clear_validation_messages()
-    assert not messages, "Vulkan layers reported:\n" + "\n".join(map(str, messages))
-    if "dev" in request.fixturenames:
-        live = request.getfixturevalue("dev").accelerator.live_resources()
-        assert {k: v for k, v in live.items() if v} == {"context": 1, "queue": 1}, live
-
-
-def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Distance in representable fp32 values (0 where both are NaN, or equal including the zero's sign)."""
-    g = np.asarray(got, np.float32).reshape(-1).view(np.int32).astype(np.int64)
-    w = np.asarray(want, np.float32).reshape(-1).view(np.int32).astype(np.int64)
-    g = np.where(g < 0, -(g & 0x7FFFFFFF), g)  # a monotone integer line through -0 and +0
-    w = np.where(w < 0, -(w & 0x7FFFFFFF), w)
-    both_nan = np.isnan(np.asarray(got, np.float32).reshape(-1)) & np.isnan(np.asarray(want, np.float32).reshape(-1))
-    return np.where(both_nan, 0, np.abs(g - w))
+__all__ = ["clean", "dev"]  # fixtures, used by name
 
 
 def _unary_program(op: str, shape: tuple[int, ...]):
     b = ProgramBuilder()
     b.output(getattr(b, op)(b.input("x0", shape, "fp32")))
     return b.build()
-
-
-def run_both(dev, build, inputs, **compile_kw):
-    """Build a one-graph program over ``inputs``, run it on Vulkan and on the CPU backend."""
-    b = ProgramBuilder()
-    xs = [b.input(f"x{i}", x.shape, "bool" if x.dtype == np.bool_ else "fp32") for i, x in enumerate(inputs)]
-    outs = build(b, *xs)
-    b.output(*(outs if isinstance(outs, tuple) else (outs,)))
-    program = b.build()
-    exe = dev.compile(program, resident_bytes=compile_kw.get("resident_bytes", BIG))
-    try:
-        got = exe(*inputs)
-    finally:
-        exe.close()
-    want = cpu_run(program, list(inputs))
-    return got, want
-
-
-def flushed(a: np.ndarray) -> np.ndarray:
-    """``a`` with subnormals replaced by zero of the same sign: TOSA lets fp32 subnormals be flushed
-    (all or none), and some drivers do so by default (NVIDIA's did, measured on the H200)."""
-    a = np.array(a, np.float32, copy=True)
-    small = (a != 0) & (np.abs(a) < np.finfo(np.float32).tiny)
-    a[small] = np.copysign(np.float32(0), a[small])
-    return a
-
-
-def assert_close(got, want, max_ulp=0, abs_tol=0.0, what="", want_flushed=None):
-    """Within ``max_ulp`` of ``want``, or (element by element) of ``want_flushed``: the oracle's result
-    for subnormal inputs flushed, itself flushed (given where the device may flush subnormals)."""
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, got.dtype, want.dtype)
-    if got.dtype == np.bool_:
-        np.testing.assert_array_equal(got, want, err_msg=what)
-        return
-    d = ulps(got, want)
-    if want_flushed is not None:
-        d = np.minimum(d, ulps(got, flushed(want_flushed)))
-    with np.errstate(invalid="ignore"):  # inf - inf: judged by the ulp distance
-        close = np.abs(got.astype(np.float64) - want.astype(np.float64)).reshape(-1) <= abs_tol
-    bad = (d > max_ulp) & ~close
-    if bad.any():
-        i = int(np.argmax(np.where(bad, d, -1)))
-        raise AssertionError(
-            f"{what}: {int(bad.sum())} of {d.size} beyond {max_ulp} ulp; worst {int(d[i])} ulp: "
-            f"got {got.reshape(-1)[i]!r} want {want.reshape(-1)[i]!r}"
-        )
-
-
-def normal(rng, shape, scale=1.0):
-    return np.asarray(rng.standard_normal(shape) * scale, np.float32)
 
 
 # ---- elementwise unary and activations -----------------------------------------------------------------

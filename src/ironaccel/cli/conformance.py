@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from ..conformance import cts, runner
+    from ..conformance import applicability, cts, runner
     from ..conformance.report import Report
+    from ..core.errors import IronAccelError
 
     console = Console(stderr=True)
     try:
@@ -62,7 +63,13 @@ def run(args: argparse.Namespace) -> int:
     if args.extension:
         extensions = [e for e in args.extension if e.lower() != "none"]
     jobs = args.jobs or runner.default_jobs()
+    try:
+        descriptor = applicability.device_capabilities(args.device)
+    except IronAccelError as exc:
+        console.print(f"[red]error:[/red] {args.device}: {exc}")
+        return 2
     selected: list[runner.CaseInfo] = []
+    not_applicable: list[runner.Outcome] = []
     for profile in profiles:
         with console.status(f"{profile}: generating the suite with tosa-tools (cached after the first time)"):
             suite = cts.generate(
@@ -73,11 +80,17 @@ def run(args: argparse.Namespace) -> int:
             operators=args.operators or (),
             extensions=extensions,
             test_type=args.test_type,
-            per_operator=args.per_operator,
             profile=profile,
         )
-        console.print(f"{profile}: {len(chosen)} of {len(suite.tests())} tests selected ({suite.root})")
+        chosen, skipped = applicability.split(chosen, descriptor)  # what the device does not advertise
+        if args.per_operator:
+            chosen = runner.pick(chosen, args.per_operator)
+        console.print(
+            f"{profile}: {len(chosen)} of {len(suite.tests())} tests selected, {len(skipped)} not applicable "
+            f"to {args.device} ({suite.root})"
+        )
         selected += chosen
+        not_applicable += skipped
     started = time.monotonic()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
@@ -89,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             failed += not passed
             progress.update(task, advance=1, description=f"{args.device}: {failed} failed")
 
-        outcomes = runner.run(selected, device=args.device, venv=venv, jobs=jobs, on_result=seen)
+        outcomes = runner.run(selected, device=args.device, venv=venv, jobs=jobs, on_result=seen) + not_applicable
         # Lines from parallel runner threads can interleave and hide a few; the xunit file is complete.
         progress.update(task, completed=len(selected))
     elapsed = time.monotonic() - started

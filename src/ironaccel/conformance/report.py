@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import xml.etree.ElementTree as ET
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from .applicability import is_not_applicable
 from .runner import Outcome
 
 
@@ -19,13 +21,16 @@ class Tally:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    not_applicable: int = 0  # not run: the device does not advertise what the test needs
 
     @property
     def run(self) -> int:
         return self.passed + self.failed
 
     def add(self, outcome: Outcome) -> None:
-        if outcome.skipped:
+        if is_not_applicable(outcome):
+            self.not_applicable += 1
+        elif outcome.skipped:
             self.skipped += 1
         elif outcome.passed:
             self.passed += 1
@@ -34,7 +39,9 @@ class Tally:
 
     def __str__(self) -> str:
         text = f"{self.passed} / {self.run}"
-        return text + (f" ({self.skipped} skipped)" if self.skipped else "")
+        notes = [f"{self.skipped} skipped"] if self.skipped else []
+        notes += [f"{self.not_applicable} not applicable"] if self.not_applicable else []
+        return text + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _types(outcome: Outcome) -> str:
@@ -108,8 +115,8 @@ class Report:
         for op, types, pos, neg in self.rows():
             mark = "" if not (pos.failed or neg.failed) else " ✗"
             lines.append(
-                f"| {op}{mark} | {types} | {pos if pos.run or pos.skipped else '-'} | "
-                f"{neg if neg.run or neg.skipped else '-'} |"
+                f"| {op}{mark} | {types} | {pos if pos.run or pos.skipped or pos.not_applicable else '-'} | "
+                f"{neg if neg.run or neg.skipped or neg.not_applicable else '-'} |"
             )
         failures = self.failures()
         lines += ["", f"## Failures ({len(failures)})", ""]
@@ -118,7 +125,23 @@ class Report:
         for o in failures:
             first = o.message.strip().splitlines()[0] if o.message.strip() else "failed"
             lines.append(f"- `{o.info.path.name}` ({o.info.operator}, {_types(o)}): {first[:300]}")
+        reasons = self.not_applicable_reasons()
+        if reasons:
+            lines += ["", f"## Not applicable ({sum(reasons.values())}, not run)", ""]
+            lines += ["| Reason | Tests |", "|---|---|"]
+            lines += [f"| {why} | {count} |" for why, count in reasons.most_common()]
         return "\n".join(lines) + "\n"
+
+    def not_applicable_reasons(self) -> Counter[str]:
+        """Why tests were not run, with tensor names and operator positions left out so alike reasons
+        count together."""
+        reasons: Counter[str] = Counter()
+        for o in self.outcomes:
+            if is_not_applicable(o):
+                why = o.message.split(":", 1)[-1].strip()
+                why = re.sub(r"operator #\d+ ", "", re.sub(r"'[^']*'", "X", why))
+                reasons[why.replace("|", "/")] += 1
+        return reasons
 
     def junit(self) -> bytes:
         root = ET.Element("testsuites", {"name": self.title})

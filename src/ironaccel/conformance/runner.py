@@ -88,11 +88,15 @@ def select(
         if (test_type == "positive" and info.negative) or (test_type == "negative" and not info.negative):
             continue
         chosen.append(info)
-    if per_operator is None:
-        return chosen
+    return chosen if per_operator is None else pick(chosen, per_operator, seed)
+
+
+def pick(tests: Iterable[CaseInfo], per_operator: int, seed: int = 0) -> list[CaseInfo]:
+    """At most ``per_operator`` of ``tests`` per operator, chosen so that every (output type, polarity)
+    of an operator is present before repeats; the same ``seed`` picks the same tests."""
     rng = random.Random(seed)
     by_op: dict[str, dict[tuple, list[CaseInfo]]] = defaultdict(lambda: defaultdict(list))
-    for info in chosen:
+    for info in tests:
         by_op[info.operator][(info.output_types, info.negative)].append(info)
     picked = []
     for kinds in by_op.values():

@@ -10,20 +10,28 @@ mode first and checks our outputs against it with ``tosa_verify`` (ULP and dot-p
 module only has to run the test and report how the graph ended.
 
 Arguments (``ironaccel.conformance.tosa_sut:KEY=VALUE``): ``device`` (default ``cpu``; any spec
-``ironaccel.open`` takes). Each runner thread opens its own device, so tests run in parallel.
+``ironaccel.open`` takes, e.g. ``vulkan:lavapipe``). Each runner thread opens its own device, so tests
+run in parallel. A test the device's capability descriptor does not advertise is skipped as not
+applicable (:mod:`.applicability`), never run as a failure; ``ironaccel conformance`` leaves such tests
+out before starting the runner, so the reference model does not run for them either. On a Vulkan
+device, a message from the Vulkan layers (the validation layer, when the environment enables it) fails
+the test that was running when it came.
 """
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from runner.tosa_test_runner import TosaTestRunner  # only importable inside the tosa-tools environment
 
 from ..runtime.session import Device, open_device
+from .applicability import NOT_APPLICABLE, reason
 from .case import Status, run_case
 
 _local = threading.local()
+_layers_lock = threading.Lock()
 _LEVELS = {"EIGHTK": "8k", "NONE": "none"}
 _GRAPH_RESULT = {
     Status.VALID: TosaTestRunner.TosaGraphResult.TOSA_VALID,
@@ -56,9 +64,33 @@ class TosaSUTRunner(TosaTestRunner):
         super().__init__(args, runnerArgs, testDirPath)
         self.options = _options(runnerArgs)
 
+    def skipTest(self) -> tuple[bool, str]:
+        skip, why = super().skipTest()
+        if skip:
+            return skip, why
+        descriptor = _device(self.options["device"]).accelerator.capabilities()
+        found = reason(Path(self.testDirPath), descriptor, self.testDesc)
+        return (True, f"{NOT_APPLICABLE} ({found})") if found else (False, "")
+
     def runTestGraph(self) -> tuple[Any, str | None]:
         level = _LEVELS.get(str(getattr(self.args, "tosa_level", "EIGHTK")).upper(), "8k")
-        result = run_case(_device(self.options["device"]), self.testDirPath, self.testDesc, level=level)
+        spec = self.options["device"]
+        result = run_case(_device(spec), self.testDirPath, self.testDesc, level=level)
         graph = _GRAPH_RESULT.get(result.status, TosaTestRunner.TosaGraphResult.OTHER_ERROR)
         message = f"{result.status.value}: {result.message}" if result.message else None
+        layers = _vulkan_layer_messages(spec)
+        if layers:  # a test that made the Vulkan validation layer speak fails, whatever it computed
+            return TosaTestRunner.TosaGraphResult.OTHER_ERROR, "Vulkan layers reported: " + " | ".join(layers)
         return graph, message
+
+
+def _vulkan_layer_messages(spec: str) -> list[str]:
+    """What the Vulkan layers reported since the last call (process-wide; empty for other devices)."""
+    if spec.partition(":")[0].strip().lower() != "vulkan":
+        return []
+    from ..backends.vulkan import instance
+
+    with _layers_lock:
+        messages = [str(m) for m in instance.validation_messages()]
+        instance.clear_validation_messages()
+    return messages

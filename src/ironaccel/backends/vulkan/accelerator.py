@@ -176,6 +176,7 @@ class VulkanAccelerator(Accelerator):
             limits.min_storage_buffer_offset_alignment,
             limits.max_group_count,
             min(limits.max_memory_allocation, limits.max_buffer_size),
+            limits.max_loop_iterations,
         )
         loaded = LoadedProgram(native.memory, native.kernels, plan)
         with native.lock:

@@ -46,6 +46,9 @@ _OPTIONAL = (
 _REQUIRED = (("v12", "timelineSemaphore"), ("v13", "synchronization2"), ("v13", "maintenance4"))
 
 
+LLVMPIPE_LOOP_ITERATIONS = 65535  # Mesa gallivm's loop limiter, shared by every loop of a shader invocation
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """The device limits the backend plans with."""
@@ -59,6 +62,10 @@ class Limits:
     max_push_constants: int
     max_group_count: tuple[int, int, int]
     max_shared_memory: int
+    # Loop iterations one invocation may run in all, where the driver caps them (None: no cap). lavapipe
+    # (llvmpipe) ends any invocation's loops after 65535 iterations in total, silently, as a guard
+    # against endless loops; kernels that walk long axes must split the work to stay below it.
+    max_loop_iterations: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +173,9 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
     compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT and f.queueCount > 0]
     # A compute-only family (no graphics) is the one meant for compute work where both exist.
     compute.sort(key=lambda i: bool(families[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT))
+    software = vulkan_software(name, "", device_type, driver_id)
+    if software == "lavapipe":
+        limits = dataclasses.replace(limits, max_loop_iterations=LLVMPIPE_LOOP_ITERATIONS)
     return PhysicalDevice(
         handle=handle,
         index=index,
@@ -175,7 +185,7 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         device_id=int(p.deviceID),
         device_type=device_type,
         api_version=int(api),
-        software=vulkan_software(name, "", device_type, driver_id),
+        software=software,
         limits=limits,
         memory_types=types,
         compute_family=compute[0] if compute else None,

@@ -73,6 +73,7 @@ class _Context:
         self.inputs = tuple(block.tensor(n) for n in operator.inputs)
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
         self.max_groups = planner.max_groups
+        self.max_loop_iterations = planner.max_loop_iterations
 
     def place(self, tensor: Tensor) -> Place:
         return self.planner.place(tensor.name)
@@ -82,11 +83,14 @@ class _Context:
 
 
 class _Planner:
-    def __init__(self, program: Program, alignment: int, max_groups: tuple[int, int, int]) -> None:
+    def __init__(
+        self, program: Program, alignment: int, max_groups: tuple[int, int, int], max_loop_iterations: int | None
+    ) -> None:
         self.program = program
         self.block = program.main
         self.alignment = alignment
         self.max_groups = max_groups
+        self.max_loop_iterations = max_loop_iterations
         for t in self.block.tensors:
             if t.unranked or any(d < 0 for d in t.shape):
                 raise LoweringError(f"tensor {t.name!r} has no static shape; the Vulkan backend needs static shapes")
@@ -161,11 +165,13 @@ def build(
     min_offset_alignment: int = 16,
     max_groups: tuple[int, int, int] = (65535,) * 3,
     max_buffer_bytes: int | None = None,
+    max_loop_iterations: int | None = None,
 ) -> Plan:
     """Plan ``program`` (validated and admitted) for a device with these limits. ResourceLimit when the
-    arena or the constants exceed ``max_buffer_bytes`` (one buffer holds each)."""
+    arena or the constants exceed ``max_buffer_bytes`` (one buffer holds each), or a kernel would loop
+    more than ``max_loop_iterations`` times in one invocation (a driver's cap)."""
     alignment = max(ARENA_ALIGNMENT, min_offset_alignment)
-    plan = _Planner(program, alignment, max_groups).run()
+    plan = _Planner(program, alignment, max_groups, max_loop_iterations).run()
     if max_buffer_bytes is not None:
         for what, size in (("intermediates, inputs and outputs", plan.arena_bytes), ("constants", plan.const_bytes)):
             if size > max_buffer_bytes:

@@ -71,6 +71,7 @@ class LoweringContext(Protocol):
     inputs: tuple[Tensor, ...]  # declarations, specification order
     outputs: tuple[Tensor, ...]
     max_groups: tuple[int, int, int]
+    max_loop_iterations: int | None  # per invocation, where the driver caps them (see device.Limits)
 
     def place(self, tensor: Tensor) -> Place:
         """Where ``tensor`` lives (constants are uploaded on first request)."""

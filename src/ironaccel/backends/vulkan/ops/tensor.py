@@ -9,7 +9,7 @@ AVG_POOL2D, MAX_POOL2D and ARGMAX (zero points are constant zeros; admission che
   and ADR 0008.
 * DEPTHWISE_CONV2D: ``depthwise.comp``, one invocation per output (a tap count of products each:
   nothing to share between invocations that would pay for staging).
-* Pools: ``pool.comp``; ARGMAX: ``reduce.comp`` (it walks an axis like the reductions).
+* Pools: ``pool.comp``. ARGMAX is lowered with the reductions (:mod:`.reduction`), whose kernel it shares.
 """
 
 from __future__ import annotations
@@ -134,15 +134,3 @@ def pool2d(ctx: LoweringContext) -> list[Step]:
     is_max = ctx.operator.op is Op.MAX_POOL2D
     spec = (WORKGROUP, int(is_max), nan_mode(ctx) if is_max else 1)
     return [Dispatch("pool", spec, (ctx.place(x),), (ctx.place(out),), push, groups(out.size, ctx))]
-
-
-@lowering(Op.ARGMAX)
-def argmax(ctx: LoweringContext) -> list[Step]:
-    x, out = ctx.inputs[0], ctx.outputs[0]
-    axis = ctx.operator.attribute.axis
-    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1 :])
-    if outer * inner == 0 or x.shape[axis] == 0:
-        return []
-    push = struct.pack("<3I", outer, x.shape[axis], inner)
-    spec = (WORKGROUP, 4, nan_mode(ctx))
-    return [Dispatch("reduce", spec, (ctx.place(x),), (ctx.place(out),), push, groups(outer * inner, ctx))]

@@ -1,0 +1,130 @@
+"""Arm's TOSA conformance suite on the Vulkan backend (lavapipe), through ``ironaccel conformance``.
+
+The device is judged on what its capability descriptor advertises (the FP32 tier: PRO-FP without
+extensions, fp32 and the BOOL / INT32 signatures beside it). Tests of types, operators or extensions it
+does not advertise are reported as not applicable and never run; negative tests of the operators it
+offers must be rejected whatever their types. The bounded subset here (``make test``) takes a few
+tests of every advertised operator, positive and negative; ``make conformance DEVICE=vulkan:lavapipe``
+runs all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ironaccel.backends.vulkan import capability, open_accelerator
+from ironaccel.cli.main import main as cli
+from ironaccel.conformance import applicability
+from ironaccel.conformance.runner import CaseInfo
+from ironaccel.core.errors import Unsupported
+from ironaccel.core.settings import Settings
+from ironaccel.tosa import ProgramBuilder, write
+from tosa_fixtures import CACHE, require_tosa_tools
+
+DEVICE = "vulkan:lavapipe"
+
+
+def _lavapipe_reason() -> str | None:
+    try:
+        acc = open_accelerator("lavapipe", settings=Settings())
+    except Unsupported as exc:
+        return f"lavapipe unavailable: {exc}"
+    acc.close()
+    return None
+
+
+_REASON = _lavapipe_reason()
+needs_lavapipe = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+
+
+def _test_dir(tmp: Path, program, *, negative=False, operator="ADD", extensions=(), profiles=("tosa-pro-fp",)) -> Path:
+    test = tmp / f"{operator.lower()}_{len(list(tmp.iterdir()))}"
+    test.mkdir()
+    (test / "test.tosa").write_bytes(write(program))
+    desc = {
+        "tosa_file": "test.tosa",
+        "expected_failure": negative,
+        "test_requirements": {"profiles_supported": list(profiles), "extensions_required": list(extensions)},
+        "test_details": {"operator": operator},
+    }
+    (test / "desc.json").write_text(json.dumps(desc))
+    return test
+
+
+def _program(dtype: str, op: str = "add"):
+    b = ProgramBuilder()
+    x = b.input("x", (2, 3), dtype)
+    b.output(getattr(b, op)(x, x))
+    return b.build()
+
+
+@needs_lavapipe
+def test_applicability_follows_the_descriptor(tmp_path):
+    descriptor = applicability.device_capabilities(DEVICE)
+    assert descriptor.name == "vulkan-fp32"
+    fp32 = _test_dir(tmp_path, _program("fp32"))
+    fp16 = _test_dir(tmp_path, _program("fp16"))
+    fp16_negative = _test_dir(tmp_path, _program("fp16"), negative=True)
+    bf16 = _test_dir(tmp_path, _program("fp32"), extensions=["tosa-ext-bf16"])
+    int_only = _test_dir(tmp_path, _program("int32"), profiles=["tosa-pro-int"])
+    fft = _test_dir(tmp_path, _program("fp32"), negative=True, operator="FFT2D")
+    assert applicability.reason(fp32, descriptor) is None
+    assert "dtype fp16" in applicability.reason(fp16, descriptor)
+    assert applicability.reason(fp16_negative, descriptor) is None  # ADD is offered: it must reject it
+    assert applicability.reason(bf16, descriptor) == "needs EXT-BF16"
+    assert applicability.reason(int_only, descriptor) == "for PRO-INT only"
+    assert applicability.reason(fft, descriptor) == "FFT2D not offered"
+    infos = [CaseInfo.of(p) for p in (fp32, fp16, fp16_negative, bf16)]
+    run, skipped = applicability.split(infos, descriptor)
+    assert [i.path for i in run] == [fp32, fp16_negative]
+    assert all(applicability.is_not_applicable(o) and not o.passed for o in skipped)
+
+
+def test_the_cpu_backend_is_never_short_of_anything(tmp_path):
+    descriptor = applicability.device_capabilities("cpu")
+    fp16 = _test_dir(tmp_path, _program("fp16"))
+    assert applicability.reason(fp16, descriptor) is None
+    assert applicability.reason(_test_dir(tmp_path, _program("fp32"), extensions=["tosa-ext-fft"]), descriptor) is None
+
+
+def test_the_tier_has_every_base_pro_fp_operator():
+    """FP32 signatures of every PRO-FP operator outside the extensions (FFT, control flow, variables)."""
+    from ironaccel.tosa.operators import TOSA_1_0_OPS, Op
+    from ironaccel.tosa.spec import operator as spec_of
+    from ironaccel.tosa.target import Target
+
+    base = Target.of(profiles=["pro-fp"], level="8k").enabled
+    wanted = set()
+    for op in TOSA_1_0_OPS:
+        spec = spec_of(op)
+        rows = [r for r in (spec.typesupport if spec else ()) if r.enabled(base)]
+        if any(not r.types or any(t.name == "FP32" for t in r.types.values()) for r in rows):
+            wanted.add(op)
+    wanted -= {Op.CUSTOM}  # an implementation's own operators, nothing the suite tests
+    assert wanted - set(capability.OPERATORS) == set()
+
+
+@needs_lavapipe
+@pytest.mark.tosa_tools
+def test_bounded_subset_of_the_suite_passes_on_lavapipe(tmp_path):
+    """A few tests of every advertised operator (each output type, negatives included), through Arm's runner."""
+    require_tosa_tools()
+    report = tmp_path / "report"
+    argv = [
+        *("conformance", "--device", DEVICE, "--profile", "pro-fp", "--per-operator", "6"),
+        *("--cache", str(CACHE), "--report", str(report), "-j", "2"),
+    ]
+    code = cli(argv)
+    text = (report / "report.md").read_text()
+    assert code == 0, text[text.find("## Failures") :][:3000]
+    cases = list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
+    ran = [c for c in cases if c.find("skipped") is None]
+    operators_run = {c.get("classname").removeprefix("tosa.").upper() for c in ran}
+    offered = {op.name for op in capability.OPERATORS} - {"CONST_SHAPE"}  # no test of its own
+    assert offered - operators_run == set()
+    assert len(ran) >= 3 * len(offered)
+    assert "| negative (rejected) |" in text and "not applicable" in text
