@@ -11,6 +11,7 @@ from ..core.errors import InvalidArgument
 EXECUTION_BACKENDS: dict[str, str] = {
     "cpu": "ironaccel.backends.cpu.accelerator:CpuAccelerator",
     "vulkan": "ironaccel.backends.vulkan:open_accelerator",
+    "virtio": "ironaccel.virtio.guest:open_accelerator",  # "virtio:PATH": a daemon's socket
 }
 
 # The order "auto" tries them in: hardware GPUs first, the CPU last.

@@ -24,8 +24,10 @@ import stat
 import struct
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from .daemon_connection import DeviceOptions, GuestConnection, Session
+from .engine import DeviceEngine
 
 log = logging.getLogger("ironaccel.virtio.daemon")
 
@@ -149,6 +151,19 @@ class Daemon:
             os.close(self._stop_fd)
             self._stop_fd = -1
         log.info("stopped after serving %d guest(s)", self.served)
+
+
+def for_engine(path: str, engine: DeviceEngine, **options: Any) -> Daemon:
+    """A daemon serving ``engine``: its configuration space and frame bounds are the engine's."""
+    config = engine.config
+    device = DeviceOptions(
+        config=config.pack(),
+        max_chain=config.max_chain_descriptors,
+        max_request=config.max_request_bytes,
+        max_response=config.max_response_bytes,
+        **options.pop("device", {}),
+    )
+    return Daemon(path, engine.connect, device, **options)
 
 
 def _peer(sock: socket.socket) -> tuple[int | str, int | str]:

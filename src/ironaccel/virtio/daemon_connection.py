@@ -360,8 +360,12 @@ class GuestConnection:
         """Back to the state after connect: rings forgotten, every object of the old session released."""
         self._stop_ring()
         self.vring = _Vring(call=self.vring.call, err=self.vring.err)
-        self.session.close()
-        self.session = self._connect()
+        reset = getattr(self.session, "reset", None)
+        if reset is not None:
+            reset()  # the engine's own reset: every id of this guest goes stale
+        else:
+            self.session.close()
+            self.session = self._connect()
         self.features = 0
         log.info("%s: device reset", self.name)
 

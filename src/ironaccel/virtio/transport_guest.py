@@ -60,7 +60,7 @@ class GuestTransport:
         self,
         path: str,
         *,
-        queue_size: int = 64,
+        queue_size: int = 256,
         arena_bytes: int = 64 << 20,
         features: int = WANTED_FEATURES,
         config_size: int = 16,
