@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "check .tosa files against the TOSA 1.0 specification for a target"),
     "inspect": ("inspect", "show what a .tosa file holds: version, blocks, operators and tensors"),
     "conformance": ("conformance", "judge a device by Arm's TOSA conformance suite and write a report"),
+    "serve": ("serve", "serve a device to guests as virtio-accel over a Unix socket (the daemon)"),
 }
 
 
