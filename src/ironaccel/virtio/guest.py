@@ -20,8 +20,9 @@ Design choices:
 3. Programs are validated and admitted locally against all of TOSA 1.0 (the guest cannot see the
    host backend's capability descriptor); the device admits them against its backend and answers
    UNSUPPORTED for what that backend cannot run. The artifact's bytes are sent as the caller gave them;
-   no target means all of TOSA 1.0; no resident bound (the user API's default) is sent as 256 MiB,
-   because the device charges the declared bound to this guest.
+   no target means all of TOSA 1.0; no resident bound (the user API's default) is sent as 64 MiB or
+   four times the artifact, whichever is more, because the device charges the declared bound to this
+   guest's budget.
 4. Cancellation goes to the device when the work was handed over; work still parked on a host gate
    here is cancelled here. Exactly one cancel can win either way.
 """
@@ -96,7 +97,7 @@ _ERRORS: dict[int, type[IronAccelError]] = {
 }
 
 UNBOUNDED = 1 << 62  # what runtime.Device.compile passes when its caller sets no resident bound
-DEFAULT_RESIDENT_BOUND = 256 << 20
+DEFAULT_RESIDENT_BOUND = 64 << 20
 _SUBMITTING = -1  # a remote event id not known yet: SUBMIT is on its way
 _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
 
@@ -266,7 +267,7 @@ class VirtioAccelerator(Accelerator):
         if bound >= UNBOUNDED:
             # The device charges the declared bound against this guest's budget, so "no bound" cannot be
             # sent as is: declare a generous default instead (a caller who needs more says so).
-            bound = max(DEFAULT_RESIDENT_BOUND, 8 * payload.nbytes)
+            bound = max(DEFAULT_RESIDENT_BOUND, 4 * payload.nbytes)
         prefix = LoadProgramRequest(context, artifact.format, 0, words, payload.nbytes, bound)
         program_id = self._ok(Opcode.LOAD_PROGRAM, prefix.pack(), payload).body.object_id
         return program_id, 0  # what stays resident is the device's to count, against its own quota

@@ -1,0 +1,340 @@
+"""The guest client end to end: the runtime's semantic suite through the daemon, the bundled programs
+from two guest processes at once with outputs identical to local runs, isolation between guests,
+nothing left on the host after guests leave (or die), and the command line (serve, run, devices).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel.backends.cpu.accelerator import CpuAccelerator
+from ironaccel.conformance import semantic
+from ironaccel.core.errors import DeviceLost, InvalidArgument
+from ironaccel.runtime import BufferDesc, Device
+from ironaccel.runtime.backends import factory
+from ironaccel.virtio import DeviceEngine
+from ironaccel.virtio.daemon import for_engine
+from ironaccel.virtio.guest import VirtioAccelerator
+from ironaccel.virtio.transport_guest import GuestTransport
+from ironaccel.virtio.wire import (
+    AllocateBufferRequest,
+    CreateContextRequest,
+    ObjectPayload,
+    Opcode,
+    Request,
+    Status,
+    TransferBufferRequest,
+    decode_response,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "src" / "ironaccel" / "models"
+NAMES = ["cnn_fp32", "attention_fp32", "cnn_int8"]
+IRONACCEL = [sys.executable, "-m", "ironaccel.cli.main"]
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "gate": 0, "buffer_bytes": 0}
+
+
+def _input(name: str) -> np.ndarray:
+    meta = json.loads((MODELS / f"{name}.json").read_text())
+    with np.load(MODELS / f"{name}.torch.npz") as data:
+        return data["input_int8" if meta["quantized"] else "input"]
+
+
+def _local(name: str) -> np.ndarray:
+    with ia.open("cpu") as dev:
+        (out,) = dev.compile(MODELS / f"{name}.tosa")(_input(name))
+    return out
+
+
+def _eventually(predicate, timeout: float = 15.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+class Host:
+    """A daemon on a thread of this process, serving a CPU accelerator whose books the test can read."""
+
+    def __init__(self, path: str) -> None:
+        self.accelerator = CpuAccelerator()
+        self.engine = DeviceEngine(self.accelerator)
+        self.daemon = for_engine(path, self.engine)
+        self.daemon.listen()
+        self.thread = threading.Thread(target=self.daemon.serve)
+        self.thread.start()
+        self.path = path
+
+    def idle(self) -> bool:
+        """No guest connected and nothing of theirs left on the accelerator."""
+        self.engine.reclaim()
+        return self.daemon.guests == 0 and self.accelerator.live_resources() == ZERO
+
+    def stop(self) -> None:
+        self.daemon.stop()
+        self.thread.join(30)
+
+
+@pytest.fixture
+def host(tmp_path):
+    h = Host(str(tmp_path / "accel.sock"))
+    yield h
+    h.stop()
+    assert not h.thread.is_alive()
+    assert h.accelerator.live_resources() == ZERO
+
+
+# ---- the contract ----------------------------------------------------------------------------------------
+
+
+def test_runtime_semantic_suite_passes_through_the_daemon(host):
+    guests: list[VirtioAccelerator] = []
+
+    def factory() -> VirtioAccelerator:
+        guests.append(VirtioAccelerator(host.path))
+        return guests[-1]
+
+    results = semantic.run(factory)
+    failed = [f"{r.id}: {r.detail}" for r in results if r.status == "fail"]
+    assert not failed, failed
+    assert {r.id for r in results if r.status == "pass"} == set(semantic.CASES)  # CPU behind it: no skips
+    for guest in guests:
+        guest.close()
+    assert _eventually(host.idle), host.accelerator.live_resources()
+
+
+def test_the_device_describes_the_host_accelerator(host):
+    guest = VirtioAccelerator(host.path)
+    try:
+        info = guest.device_info()
+        assert info.kind == "virtio" and host.path in info.name
+        assert info.cancellation is True and info.domains  # the CPU backend cancels and offers every domain
+        assert info.limits.max_contexts == host.engine.info.max_contexts
+        assert guest.supports_cancellation
+    finally:
+        guest.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bundled_programs_give_outputs_identical_to_local_runs(host, name):
+    with ia.open(f"virtio:{host.path}") as dev:
+        exe = dev.compile(MODELS / f"{name}.tosa")
+        (out,) = exe(_input(name))
+        run = exe.submit(_input(name))
+        (again,) = run.wait(30)
+    expected = _local(name)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(again, expected)
+
+
+def test_large_transfers_are_split_into_frames_and_come_back_intact(host):
+    guest = VirtioAccelerator(host.path, arena_bytes=8 << 20)
+    try:
+        ctx = guest.create_context()
+        data = np.random.default_rng(1).integers(0, 256, 20 << 20, dtype=np.uint8)  # > one 16 MiB frame
+        buf = guest.allocate_buffer(ctx, BufferDesc(data.nbytes))
+        guest.write_buffer(buf, 0, data)
+        back = np.empty_like(data)
+        guest.read_buffer(buf, 0, data.nbytes, out=back)
+        np.testing.assert_array_equal(back, data)
+        assert bytes(guest.read_buffer(buf, (20 << 20) - 3, 3)) == data[-3:].tobytes()
+        guest.free_buffer(buf)
+        guest.destroy_context(ctx)
+    finally:
+        guest.close()
+
+
+# ---- isolation and cleanup ----------------------------------------------------------------------------------
+
+
+def _command(t: GuestTransport, opcode: Opcode, body, rid: int, read: int | None = None):
+    frame = Request(int(opcode), rid, body).encode()
+    answer = t.request([frame], 16 + (read if read is not None else 76))
+    return decode_response(answer, opcode, request_id=rid, read_bytes=read)
+
+
+def test_one_guests_object_ids_are_refused_to_another(host):
+    with GuestTransport(host.path) as a, GuestTransport(host.path) as b:
+        ctx = _command(a, Opcode.CREATE_CONTEXT, CreateContextRequest(), 1).body.object_id
+        alloc = AllocateBufferRequest(ctx, 64, 64, 3, usage=0b1111)
+        buf = _command(a, Opcode.ALLOCATE_BUFFER, alloc, 2).body.object_id
+        for rid, (opcode, body, read) in enumerate(
+            [
+                (Opcode.READ_BUFFER, TransferBufferRequest(buf, 0, 8), 8),
+                (Opcode.FREE_BUFFER, ObjectPayload(buf), None),
+                (Opcode.DESTROY_CONTEXT, ObjectPayload(ctx), None),
+                (Opcode.ALLOCATE_BUFFER, AllocateBufferRequest(ctx, 64, 64, 3, usage=0b1111), None),
+            ],
+            start=10,
+        ):
+            status = _command(b, opcode, body, rid, read).status
+            assert status == Status.PERMISSION_DENIED, (opcode.name, status)
+        # A's objects are untouched by B's attempts.
+        assert _command(a, Opcode.READ_BUFFER, TransferBufferRequest(buf, 0, 8), 20, 8).status == Status.OK
+        assert _command(a, Opcode.FREE_BUFFER, ObjectPayload(buf), 21).status == Status.OK
+        assert _command(a, Opcode.FREE_BUFFER, ObjectPayload(buf), 22).status == Status.STALE_OBJECT
+    assert _eventually(host.idle)
+
+
+def test_guests_that_leave_with_objects_alive_leave_nothing_on_the_host(host):
+    leavers = [VirtioAccelerator(host.path) for _ in range(2)]
+    for guest in leavers:
+        dev = Device(guest, "virtio")
+        exe = dev.compile(MODELS / "cnn_fp32.tosa")
+        exe.submit(_input("cnn_fp32"))  # submitted, never waited for, nothing released
+    assert host.accelerator.live_resources()["program"] == 2
+    for guest in leavers:
+        guest.close()
+    assert _eventually(host.idle), host.accelerator.live_resources()
+
+
+def test_a_guest_process_killed_mid_session_leaves_nothing_on_the_host(host):
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, ironaccel as ia
+        dev = ia.open("virtio:{host.path}")
+        exe = dev.compile({str(MODELS / "attention_fp32.tosa")!r})
+        exe(np.zeros(exe.inputs[0].shape, np.float32))
+        print("ready", flush=True)
+        import time; time.sleep(120)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert host.accelerator.live_resources()["program"] == 1
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert _eventually(host.idle), host.accelerator.live_resources()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_daemon_that_stops_is_device_lost_for_its_guests(tmp_path):
+    host = Host(str(tmp_path / "s"))
+    guest = VirtioAccelerator(host.path)
+    ctx = guest.create_context()
+    host.stop()
+    with pytest.raises(DeviceLost):
+        guest.allocate_buffer(ctx, BufferDesc(16))
+    with pytest.raises(DeviceLost):  # poisoned: every later call says so at once
+        guest.create_context()
+    guest.close()
+    assert host.accelerator.live_resources() == ZERO
+
+
+def test_opening_virtio_without_a_socket_says_what_is_missing(tmp_path):
+    with pytest.raises(InvalidArgument, match="socket path"):
+        factory("virtio")()
+    with pytest.raises(DeviceLost, match="cannot reach"):
+        ia.open(f"virtio:{tmp_path / 'nobody-here.sock'}")
+
+
+# ---- the daemon as a process, two guest processes, the command line -------------------------------------------
+
+GUEST = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, ironaccel as ia
+    socket, out_dir, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+    models = {models!r}
+    with ia.open("virtio:" + socket) as dev:
+        exes = {{name: dev.compile(f"{{models}}/{{name}}.tosa") for name in names}}
+        for round in range(3):
+            for name in names:
+                meta = json.load(open(f"{{models}}/{{name}}.json"))
+                x = np.load(f"{{models}}/{{name}}.torch.npz")["input_int8" if meta["quantized"] else "input"]
+                (y,) = exes[name](x)
+                np.save(f"{{out_dir}}/{{name}}-{{round}}.npy", y)
+    print("done", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """``ironaccel serve`` as a separate process."""
+    path = tmp_path / "served.sock"
+    proc = subprocess.Popen(
+        [*IRONACCEL, "serve", "--device", "cpu", "--socket", str(path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert _eventually(path.exists, 30), "the daemon did not start listening"
+        yield path, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_a_daemon_process_serves_two_guest_processes_at_once(served, tmp_path):
+    path, daemon = served
+    outs = [tmp_path / "a", tmp_path / "b"]
+    guests = []
+    for out in outs:
+        out.mkdir()
+        guests.append(
+            subprocess.Popen(
+                [sys.executable, "-c", GUEST.format(models=str(MODELS)), str(path), str(out), *NAMES],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+        )
+    for guest in guests:
+        out, err = guest.communicate(timeout=240)
+        assert guest.returncode == 0 and out.strip() == "done", err
+    for name in NAMES:
+        expected = _local(name)
+        for out in outs:
+            for r in range(3):
+                np.testing.assert_array_equal(np.load(out / f"{name}-{r}.npy"), expected)
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(30) == 0
+    log = daemon.stderr.read()
+    assert "guest 1" in log and "guest 2" in log and "stopped after serving 2 guest(s)" in log
+    assert "'context': 0, 'buffer': 0, 'program': 0" in log  # nothing left on the host
+    assert not path.exists()
+
+
+def test_run_with_compare_against_a_running_daemon(served, tmp_path):
+    path, daemon = served
+    x = tmp_path / "x.npy"
+    y = tmp_path / "y.npy"
+    np.save(x, _input("cnn_int8"))
+    cmd = [*IRONACCEL, "run", str(MODELS / "cnn_int8.tosa"), "-i", str(x), "-o", str(y)]
+    done = subprocess.run(
+        [*cmd, "--device", f"virtio:{path}", "--compare", "cpu"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert "0 differing elements" in done.stdout and "virtio-accel" in done.stdout
+    np.testing.assert_array_equal(np.load(y), _local("cnn_int8"))
+    daemon.send_signal(signal.SIGINT)
+    assert daemon.wait(30) == 0
+
+
+def test_serve_refuses_a_socket_a_daemon_already_serves(served):
+    path, _ = served
+    done = subprocess.run([*IRONACCEL, "serve", "--socket", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 1 and "already serving" in done.stderr
+    assert os.path.exists(path)
