@@ -22,20 +22,22 @@ Design choices:
    jumped, a head outside the table): the queue cannot continue and needs a reset.
 3. Nothing loops on a guest-controlled count: a chain walk visits each descriptor at most once and
    at most ``max_chain`` of them; an indirect table's length is checked before it is read.
-4. Memory ordering: stores to the shared mapping are made in program order (ring entry before the
-   index that publishes it). x86-64 keeps stores in order and loads in order, which is what the
-   publish/consume pairs need; the eventfd write that notifies the peer is a system call and a full
-   barrier on every architecture. A weakly ordered CPU polling without notifications would need
-   explicit fences, which Python cannot issue: see ADR 0010.
+4. Memory ordering: every index and flag is moved with one 16-bit access (:func:`words16`), never
+   byte by byte, so the peer never sees a torn value. Stores to the shared mapping are made in program
+   order (ring entry before the index that publishes it). x86-64 keeps stores in order and loads in
+   order, which is what the publish/consume pairs need; the eventfd write that notifies the peer is a
+   system call and a full barrier on every architecture. A weakly ordered CPU polling without
+   notifications would need explicit fences, which Python cannot issue: see ADR 0010.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
+import sys
 from collections.abc import Sequence
 
-from ..core.errors import Busy, IronAccelError, OutOfBounds
+from ..core.errors import Busy, IronAccelError, OutOfBounds, Unsupported
 
 # Descriptor flags (virtio 1.x 2.7.5).
 DESC_F_NEXT = 1
@@ -57,7 +59,6 @@ MAX_CHAIN = 256  # protocol 1.0's hard maximum of descriptors per chain, counted
 
 DESC_SIZE = 16
 DESC = struct.Struct("<QIHH")
-U16 = struct.Struct("<H")
 USED_ELEM = struct.Struct("<II")
 
 
@@ -78,6 +79,18 @@ class ChainError(IronAccelError):
 class QueueFull(Busy):
     """The driver has no free descriptors (or buffer space) for the chain: nothing was published, and
     the same chain may be posted again once the device has returned some."""
+
+
+def words16(area: memoryview) -> memoryview:
+    """The 16-bit words of a ring area, each read or written with one aligned access.
+
+    The indices and flags are read by one side while the other stores them. The struct module moves
+    a "<H" one byte at a time, so a reader could see half an old index and half a new one; an item of
+    a native "H" memoryview is a single 16-bit load or store. The ring is little-endian, as the host
+    must then be."""
+    if sys.byteorder != "little":
+        raise Unsupported("the split ring is little-endian; this host is big-endian")
+    return area.cast("H")
 
 
 def is_queue_size(size: object) -> bool:

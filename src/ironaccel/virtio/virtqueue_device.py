@@ -30,7 +30,6 @@ from .virtqueue import (
     F_EVENT_IDX,
     F_INDIRECT_DESC,
     MAX_CHAIN,
-    U16,
     USED_ELEM,
     USED_F_NO_NOTIFY,
     ChainError,
@@ -39,6 +38,7 @@ from .virtqueue import (
     RingError,
     map_ring,
     need_event,
+    words16,
 )
 
 
@@ -97,14 +97,15 @@ class DeviceQueue:
         self.indirect = bool(features & F_INDIRECT_DESC)
         self.event_idx = bool(features & F_EVENT_IDX)
         self.next_avail = next_avail & 0xFFFF
-        self.used_idx = U16.unpack_from(self._used, 2)[0]  # the driver's initial value; only we write it after
+        self._avail_w, self._used_w = words16(self._avail), words16(self._used)
+        self.used_idx = self._used_w[1]  # the driver's initial value; only the device writes it after
         self._signalled = self.used_idx
-        self._used_event_off = 4 + 2 * size  # in the available ring
-        self._avail_event_off = 4 + 8 * size  # in the used ring
+        self._used_event = 2 + size  # word index of used_event in the available ring
+        self._avail_event = 2 + 4 * size  # word index of avail_event in the used ring
 
     # ---- consuming available chains ---------------------------------------------------------------
     def _pending(self) -> int:
-        avail_idx = U16.unpack_from(self._avail, 2)[0]
+        avail_idx = self._avail_w[1]
         pending = (avail_idx - self.next_avail) & 0xFFFF
         if pending > self.size:
             raise RingError(
@@ -122,7 +123,7 @@ class DeviceQueue:
         if self._pending() == 0:
             return None
         slot = self.next_avail & (self.size - 1)
-        head = U16.unpack_from(self._avail, 4 + 2 * slot)[0]
+        head = self._avail_w[2 + slot]
         if head >= self.size:
             raise RingError(f"available ring slot {slot} names descriptor {head}; the table has {self.size}")
         self.next_avail = (self.next_avail + 1) & 0xFFFF
@@ -197,7 +198,7 @@ class DeviceQueue:
         slot = self.used_idx & (self.size - 1)
         USED_ELEM.pack_into(self._used, 4 + 8 * slot, head, length)
         self.used_idx = (self.used_idx + 1) & 0xFFFF
-        U16.pack_into(self._used, 2, self.used_idx)
+        self._used_w[1] = self.used_idx
 
     def reject(self, error: ChainError) -> None:
         """Return a malformed chain with used length 0 and nothing written."""
@@ -212,19 +213,19 @@ class DeviceQueue:
         if new == old:
             return False
         if self.event_idx:
-            return need_event(U16.unpack_from(self._avail, self._used_event_off)[0], new, old)
-        return not U16.unpack_from(self._avail, 0)[0] & AVAIL_F_NO_INTERRUPT
+            return need_event(self._avail_w[self._used_event], new, old)
+        return not self._avail_w[0] & AVAIL_F_NO_INTERRUPT
 
     def suppress_kicks(self) -> None:
         """Ask the driver not to kick while the device is draining the queue anyway."""
         if not self.event_idx:
-            U16.pack_into(self._used, 0, USED_F_NO_NOTIFY)
+            self._used_w[0] = USED_F_NO_NOTIFY
 
     def enable_kicks(self) -> bool:
         """Ask for a kick at the next available chain, then look again: True means work arrived
         meanwhile (drain it instead of sleeping, or a wakeup is lost)."""
         if self.event_idx:
-            U16.pack_into(self._used, self._avail_event_off, self.next_avail)
+            self._used_w[self._avail_event] = self.next_avail
         else:
-            U16.pack_into(self._used, 0, 0)
+            self._used_w[0] = 0
         return self.has_work()

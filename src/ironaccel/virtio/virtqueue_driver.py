@@ -25,7 +25,6 @@ from .virtqueue import (
     F_EVENT_IDX,
     F_INDIRECT_DESC,
     MAX_CHAIN,
-    U16,
     USED_ELEM,
     USED_F_NO_NOTIFY,
     GuestMemory,
@@ -34,6 +33,7 @@ from .virtqueue import (
     RingError,
     map_ring,
     need_event,
+    words16,
 )
 
 Region = tuple[int, int]  # (guest address, length)
@@ -81,10 +81,11 @@ class DriverQueue:
         # A fresh ring: no flags, no events requested, both indices at ``start_index`` (the device is
         # told the same value as its first available index).
         self.avail_idx = self.last_used = self._kicked_at = start_index & 0xFFFF
-        for view in (self._avail, self._used):
-            view[:] = bytes(len(view))
-            U16.pack_into(view, 2, self.avail_idx)
-            U16.pack_into(view, len(view) - 2, self.avail_idx)  # used_event / avail_event
+        self._avail_w, self._used_w = words16(self._avail), words16(self._used)
+        for words in (self._avail_w, self._used_w):
+            words[:] = memoryview(bytes(2 * len(words))).cast("H")
+            words[1] = self.avail_idx
+            words[len(words) - 1] = self.avail_idx  # used_event / avail_event
 
     @property
     def in_flight(self) -> int:
@@ -123,9 +124,9 @@ class DriverQueue:
         head = descs[0]
         self._inflight[head] = (descs, wbytes)
         slot = self.avail_idx & (self.size - 1)
-        U16.pack_into(self._avail, 4 + 2 * slot, head)
+        self._avail_w[2 + slot] = head
         self.avail_idx = (self.avail_idx + 1) & 0xFFFF
-        U16.pack_into(self._avail, 2, self.avail_idx)  # publish after the entry
+        self._avail_w[1] = self.avail_idx  # publish after the entry
         return head
 
     def kick_needed(self) -> bool:
@@ -135,15 +136,15 @@ class DriverQueue:
         if new == old:
             return False
         if self.event_idx:
-            return need_event(U16.unpack_from(self._used, 4 + 8 * self.size)[0], new, old)
-        return not U16.unpack_from(self._used, 0)[0] & USED_F_NO_NOTIFY
+            return need_event(self._used_w[2 + 4 * self.size], new, old)
+        return not self._used_w[0] & USED_F_NO_NOTIFY
 
     def has_used(self) -> bool:
-        return U16.unpack_from(self._used, 2)[0] != self.last_used
+        return self._used_w[1] != self.last_used
 
     def reap(self) -> list[tuple[int, int]]:
         """Every chain the device returned since the last call: (head, used length), in used order."""
-        used_idx = U16.unpack_from(self._used, 2)[0]
+        used_idx = self._used_w[1]
         count = (used_idx - self.last_used) & 0xFFFF
         if count > len(self._inflight):
             raise RingError(f"device published {count} used entries with {len(self._inflight)} chains in flight")
@@ -165,15 +166,15 @@ class DriverQueue:
     def disable_calls(self) -> None:
         """Ask the device not to signal used chains (the driver is polling)."""
         if not self.event_idx:
-            U16.pack_into(self._avail, 0, AVAIL_F_NO_INTERRUPT)
+            self._avail_w[0] = AVAIL_F_NO_INTERRUPT
 
     def enable_calls(self) -> bool:
         """Ask for a signal at the next used chain, then look again: True means chains were returned
         meanwhile (reap them instead of sleeping)."""
         if self.event_idx:
-            U16.pack_into(self._avail, 4 + 2 * self.size, self.last_used)
+            self._avail_w[2 + self.size] = self.last_used
         else:
-            U16.pack_into(self._avail, 0, 0)
+            self._avail_w[0] = 0
         return self.has_used()
 
 
