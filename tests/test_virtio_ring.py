@@ -440,3 +440,68 @@ def test_driver_rejects_used_entries_it_did_not_post():
     struct.pack_into("<H", rig.buf, rig.layout.used + 2, 2)
     with pytest.raises(RingError, match="2 used entries with 0"):
         rig.driver.reap()
+
+
+# ---- two processes polling one ring --------------------------------------------------------------------
+
+DRIVER_PROCESS = """
+import mmap, sys
+sys.path.insert(0, {src!r})
+from ironaccel.virtio.virtqueue import GuestMemory, MemoryRegion, RingAddresses, RingLayout, QueueFull
+from ironaccel.virtio.virtqueue_driver import DriverQueue
+fd, count = {fd}, {count}
+view = memoryview(mmap.mmap(fd, {size}))
+mem = GuestMemory([MemoryRegion({base}, {size}, view)])
+lay = RingLayout.of(16)
+drv = DriverQueue(mem, 16, RingAddresses.contiguous({base}, lay))
+view[{go}] = 1
+posted = done = 0
+while done < count:
+    while posted < count:
+        try:
+            drv.post([({base} + 0x1000, 4)], [({base} + 0x2000, 4)])
+        except QueueFull:
+            break
+        posted += 1
+    done += len(drv.reap())
+print(done)
+"""
+
+
+def test_indices_never_tear_while_both_sides_poll(tmp_path):
+    """The driver (another process) and the device (this one) poll the same ring without any
+    notification: every index either side reads must be one the other really wrote."""
+    import mmap
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    size, count, go = 1 << 16, 30000, 0x8000
+    fd = os.memfd_create("ring")
+    os.ftruncate(fd, size)
+    view = memoryview(mmap.mmap(fd, size))
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    script = DRIVER_PROCESS.format(src=src, fd=fd, count=count, size=size, base=BASE, go=go)
+    proc = subprocess.Popen([sys.executable, "-c", script], pass_fds=[fd], stdout=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 30
+        while not view[go] and time.monotonic() < end:
+            time.sleep(0.001)
+        mem = GuestMemory([MemoryRegion(BASE, size, view)])
+        device = DeviceQueue(mem, 16, RingAddresses.contiguous(BASE, RingLayout.of(16)))
+        served = 0
+        end = time.monotonic() + 120
+        while served < count and time.monotonic() < end:
+            chain = device.pop()  # RingError here would be a torn available index
+            if chain is not None:
+                device.complete(chain.head, 1)
+                served += 1
+        out, _ = proc.communicate(timeout=60)
+        assert served == count and proc.returncode == 0 and out.strip() == str(count)
+    finally:
+        proc.kill()
+        proc.wait()
+        view.release()
+        os.close(fd)
