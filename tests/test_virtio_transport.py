@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import signal
 import socket
 import struct
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ironaccel.core.errors import DeviceLost, InvalidArgument
@@ -429,3 +430,30 @@ def test_protocol_errors_name_the_request():
     msg = tp.Message(Request.SET_VRING_NUM, tp.VERSION, b"\0" * 3)
     with pytest.raises(ProtocolError, match="SET_VRING_NUM payload is 3 bytes, expected 8"):
         msg.expect(tp.VRING_STATE)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.binary(min_size=16 * 8, max_size=16 * 8),
+    st.lists(st.integers(0, 0xFFFF), min_size=1, max_size=8),
+    st.integers(0, 0xFFFF),
+)
+def test_a_guest_scribbling_on_its_live_ring_harms_only_itself(daemon, table, heads, idx):
+    """Arbitrary descriptors, ring entries and index written over a running queue, then a kick: the
+    daemon answers with empty chains or stops that queue; it never crashes, hangs or stops serving."""
+    guest = GuestTransport(daemon.path, queue_size=8)
+    try:
+        drv = guest.driver
+        drv._desc[:] = table
+        for i, head in enumerate(heads):
+            struct.pack_into("<H", drv._avail, 4 + 2 * i, head)
+        struct.pack_into("<H", drv._avail, 2, idx)
+        os.eventfd_write(guest._kick, 1)
+        if idx:  # something is pending: the device must either return chains or report the ring broken
+            end = time.monotonic() + 10
+            while drv._used_w[1] == 0 and not select.select([guest._err], [], [], 0.001)[0]:
+                assert time.monotonic() < end, "the daemon neither answered nor stopped the queue"
+    finally:
+        guest.close()
+    with GuestTransport(daemon.path, queue_size=8) as other:
+        assert other.request([b"still here"], 32) == b"echo:still here"
