@@ -457,3 +457,15 @@ def test_a_guest_scribbling_on_its_live_ring_harms_only_itself(daemon, table, he
         guest.close()
     with GuestTransport(daemon.path, queue_size=8) as other:
         assert other.request([b"still here"], 32) == b"echo:still here"
+
+
+def test_a_new_memory_table_while_running_restarts_the_queue_where_it_stopped(daemon):
+    with GuestTransport(daemon.path, queue_size=8) as guest:
+        for i in range(5):
+            assert guest.request([b"%d" % i], 16) == b"echo:%d" % i
+        size = guest.region.size
+        table = tp.encode_mem_table([tp.RegionDesc(1 << 32, size, 1 << 32, 0)])
+        with guest._cond:
+            guest._step(Request.SET_MEM_TABLE, table, [guest.region.fd])
+        for i in range(20):  # indices continue from 5, across the ring's wrap
+            assert guest.request([b"again %d" % i], 16) == b"echo:again %d" % i

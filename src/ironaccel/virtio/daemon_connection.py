@@ -260,7 +260,7 @@ class GuestConnection:
         if total > self.options.max_memory_bytes:
             raise ProtocolError(f"{total} bytes of guest memory exceed this daemon's {self.options.max_memory_bytes}")
         running = self.queue is not None
-        self._stop_ring()
+        self._stop_ring(keep_kick=True)  # the queue restarts on the new table, from where it stopped
         self._unmap()
         fds, msg.fds = msg.fds, []
         mapped: list[tuple[tp.RegionDesc, SharedRegion]] = []
