@@ -19,6 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--socket", required=True, metavar="PATH", help="the Unix socket guests connect to")
     parser.add_argument("--max-guests", type=int, default=64, help="guests served at once (default 64)")
     parser.add_argument(
+        "--poll-us",
+        type=float,
+        help="after a guest's last command, watch its ring this long before sleeping"
+        " (0: never; default 50 on hosts of 4 or more cores, else 0)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="default: info"
     )
 
@@ -42,9 +48,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         accelerator = factory(name.strip().lower())(selector) if selector else factory(name.strip().lower())()
         engine = DeviceEngine(accelerator)
-        daemon = for_engine(args.socket, engine, max_guests=args.max_guests)
+        device = {}
+        if args.poll_us is not None:
+            if args.poll_us < 0:
+                raise ValueError(f"--poll-us must be 0 or more, got {args.poll_us}")
+            device["poll_s"] = args.poll_us * 1e-6
+        daemon = for_engine(args.socket, engine, max_guests=args.max_guests, device=device)
         daemon.listen()
-    except (IronAccelError, OSError, ImportError) as exc:
+    except (IronAccelError, OSError, ImportError, ValueError) as exc:
         print(f"ironaccel serve: {exc}", file=sys.stderr)
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -68,8 +68,15 @@ class DeviceOptions:
     max_memory_bytes: int = 1 << 30  # all regions of one guest together
     message_timeout_s: float = 5.0  # a message that starts must finish within this
     # After the last chain, keep looking at the ring this long before sleeping on the kick eventfd: a
-    # guest's next command then needs no wakeup of this thread (vhost's busy-loop idea). 0 turns it off.
-    poll_s: float = 50e-6
+    # guest's next command then needs no kick and no wakeup of this thread (vhost's busy-loop idea).
+    poll_s: float = dataclasses.field(default_factory=lambda: default_poll_s())
+
+
+def default_poll_s() -> float:
+    """50 us where a spare core lets a spinning thread help; 0 on a host of fewer than 4 cores, where
+    the spin competes with the very guest it waits for (measured: an echo round trip of 38 us without
+    the poll, 109 us with it, on 2 busy cores; 54 us without and 33 us with it on 16 cores)."""
+    return 50e-6 if (os.cpu_count() or 1) >= 4 else 0.0
 
 
 @dataclasses.dataclass
