@@ -338,3 +338,32 @@ def test_serve_refuses_a_socket_a_daemon_already_serves(served):
     done = subprocess.run([*IRONACCEL, "serve", "--socket", str(path)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1 and "already serving" in done.stderr
     assert os.path.exists(path)
+
+
+def test_devices_lists_the_virtio_device_the_environment_names(served, tmp_path):
+    path, _ = served
+    env = {**os.environ, "IRONACCEL_VIRTIO_SOCKET": str(path)}
+    run = lambda *argv, env=env: subprocess.run(  # noqa: E731
+        [*IRONACCEL, *argv], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    listing = json.loads(run("devices", "--json", "--family", "cpu").stdout)
+    (entry,) = listing["virtio"]
+    assert entry["available"] is True and entry["device"]["id"] == f"virtio:{path}"
+    assert entry["device"]["memory_domains"] == ["device", "host", "shared"]
+    assert entry["device"]["limits"]["max_contexts"] >= 1
+    table = run("devices", "--family", "cpu").stdout
+    assert "virtio-accel devices" in table and "device host shared" in table
+    opened = subprocess.run(
+        [sys.executable, "-c", "import ironaccel as ia; d = ia.open('virtio'); print(d.info.kind); d.close()"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert opened.stdout.strip() == "virtio", opened.stderr
+    gone = json.loads(
+        run("devices", "--json", "--family", "cpu", env={**env, "IRONACCEL_VIRTIO_SOCKET": str(tmp_path / "x")}).stdout
+    )
+    assert gone["virtio"][0]["available"] is False and "cannot reach" in gone["virtio"][0]["reason"]
+    assert "virtio" not in json.loads(run("devices", "--json", "--family", "cpu", env=dict(os.environ)).stdout)

@@ -37,12 +37,46 @@ def run(args: argparse.Namespace) -> int:
     if args.family:
         wanted = {BackendKind.parse(name) for name in args.family}
         reports = [r for r in reports if r.kind in wanted]
+    virtio = _virtio()
     if args.json:
-        json.dump({"backends": [r.to_json() for r in reports]}, sys.stdout, indent=2)
+        json.dump({"backends": [r.to_json() for r in reports], **virtio}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         render(reports)
+        if virtio:
+            _render_virtio(virtio["virtio"])
     return 0
+
+
+def _virtio() -> dict:
+    """The virtio-accel device IRONACCEL_VIRTIO_SOCKET names, as it describes itself ({} when none is named)."""
+    from ..core.settings import settings
+
+    if not settings.virtio_socket:
+        return {}
+    from ..virtio.guest import describe
+
+    return {"virtio": [describe(settings.virtio_socket)]}
+
+
+def _render_virtio(entries: list[dict]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="virtio-accel devices", title_justify="left")
+    for column in ("id", "device", "domains", "why not"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        d = e.get("device") or {}
+        facts = f"{d['class']} · buffers up to {_gib(d['limits']['max_buffer_bytes'])}" if d else ""
+        table.add_row(
+            escape(d.get("id", f"virtio:{e['socket']}")),
+            f"{escape(d.get('name', ''))}\n[dim]{escape(facts)}[/]" if d else "[dim]unavailable[/]",
+            " ".join(d.get("memory_domains", [])),
+            escape(e.get("reason") or ""),
+        )
+    (Console() if sys.stdout.isatty() else Console(width=160)).print(table)
 
 
 @contextlib.contextmanager

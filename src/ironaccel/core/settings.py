@@ -25,6 +25,9 @@ class Settings:
     # Families switched off by IRONACCEL_<FAMILY>=0.
     disabled: frozenset[str] = frozenset()
     probe_timeout_s: float = 10.0
+    # The daemon socket "virtio" opens when no path is given, and `ironaccel devices` lists
+    # (IRONACCEL_VIRTIO_SOCKET); None: no virtio device is assumed.
+    virtio_socket: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -41,7 +44,8 @@ class Settings:
             if not _flag(env, f"IRONACCEL_{key}", True):
                 disabled.add(kind.value)
         timeout = float(env.get("IRONACCEL_PROBE_TIMEOUT", "10") or 10)
-        return cls(libraries=libraries, disabled=frozenset(disabled), probe_timeout_s=timeout)
+        virtio = env.get("IRONACCEL_VIRTIO_SOCKET") or None
+        return cls(libraries=libraries, disabled=frozenset(disabled), probe_timeout_s=timeout, virtio_socket=virtio)
 
     def library(self, kind: str) -> str | None:
         return self.libraries.get(kind)
