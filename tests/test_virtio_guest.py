@@ -21,7 +21,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance import semantic
-from ironaccel.core.errors import DeviceLost, InvalidArgument
+from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError
 from ironaccel.runtime import BufferDesc, Device
 from ironaccel.runtime.backends import factory
 from ironaccel.virtio import DeviceEngine
@@ -367,3 +367,42 @@ def test_devices_lists_the_virtio_device_the_environment_names(served, tmp_path)
     )
     assert gone["virtio"][0]["available"] is False and "cannot reach" in gone["virtio"][0]["reason"]
     assert "virtio" not in json.loads(run("devices", "--json", "--family", "cpu", env=dict(os.environ)).stdout)
+
+
+def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
+    """Any backend serves: Mesa's software Vulkan driver behind ``ironaccel serve``, the semantic suite
+    through the guest client, and the fp32 bundled programs identical to local lavapipe runs."""
+    try:
+        from ironaccel.backends.vulkan import open_accelerator
+
+        open_accelerator("lavapipe").close()
+    except (ImportError, IronAccelError) as exc:
+        pytest.skip(f"lavapipe unavailable: {exc}")
+    path = tmp_path / "vk.sock"
+    daemon = subprocess.Popen(
+        [*IRONACCEL, "serve", "--device", "vulkan:lavapipe", "--socket", str(path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert _eventually(path.exists, 60), "the daemon did not start listening"
+        guests: list[VirtioAccelerator] = []
+        results = semantic.run(lambda: guests.append(VirtioAccelerator(str(path))) or guests[-1])
+        for guest in guests:
+            guest.close()
+        failed = [f"{r.id}: {r.detail}" for r in results if r.status == "fail"]
+        assert not failed, failed
+        for name in ("cnn_fp32", "attention_fp32"):
+            outputs = []
+            for spec in ("vulkan:lavapipe", f"virtio:{path}"):
+                with ia.open(spec) as dev:
+                    outputs.append(dev.compile(MODELS / f"{name}.tosa")(_input(name))[0])
+            np.testing.assert_array_equal(outputs[0], outputs[1])
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0
+        assert "'context': 0, 'buffer': 0, 'program': 0" in daemon.stderr.read()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.wait()
