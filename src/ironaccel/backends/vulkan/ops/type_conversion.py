@@ -1,7 +1,10 @@
-"""CAST between fp32 and INT8 / INT16 / INT32 (the PRO-FP casts of the FP32 tier): ``cast.comp``.
+"""CAST between fp32, fp16 and INT8 / INT16 / INT32 (the PRO-FP casts): ``cast.comp``.
 
-int -> fp32 rounds once to nearest even; fp32 -> int rounds to nearest, ties to even, and saturates;
-NaN, which the specification leaves unpredictable, gives 0 (as in the CPU backend).
+int -> float rounds once to nearest even; float -> int rounds to nearest, ties to even, and saturates;
+NaN, which the specification leaves unpredictable, gives 0 (as in the CPU backend). fp16 -> fp32 is
+exact and fp32 -> fp16 rounds once (shaders/include/fp16.glsl, integer code on the bit patterns); a
+NaN keeps its sign and (the top of) its payload, as numpy's conversions do, where the CPU backend
+gives the plain quiet NaN of that sign.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from ....tosa.operators import Op
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, word_groups
 
-TYPE_CODES = {DType.FP32: 0, DType.INT8: 1, DType.INT16: 2, DType.INT32: 3}
+TYPE_CODES = {DType.FP32: 0, DType.INT8: 1, DType.INT16: 2, DType.INT32: 3, DType.FP16: 4}
 
 
 @lowering(Op.CAST)
