@@ -335,7 +335,7 @@ def test_the_descriptor_lists_exactly_what_is_lowered():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda b, x: b.cast(x, "fp16"), "CAST"),  # the FP16 tier's
+        (lambda b, x: b.cast(x, "bf16"), "CAST"),  # EXT-BF16's
         (lambda b, x: b.cast(b.cast(x, "int32"), "bool"), "CAST"),  # PRO-INT's
         (lambda b, x: b.op("BITWISE_AND", [b.cast(x, "int32"), b.cast(x, "int32")]), "BITWISE_AND"),
         (lambda b, x: b.transpose(b.cast(x, "int32"), (1, 0)), "dtype int32"),

@@ -1,7 +1,7 @@
 """Arm's TOSA conformance suite on the Vulkan backend (lavapipe), through ``ironaccel conformance``.
 
-The device is judged on what its capability descriptor advertises (the FP32 tier: PRO-FP without
-extensions, fp32 and the BOOL / INT32 signatures beside it). Tests of types, operators or extensions it
+The device is judged on what its capability descriptor advertises (the FP16 tier: PRO-FP without
+extensions, fp32 and fp16 (MATMUL's fp16 aside) and the BOOL / INT32 signatures beside them). Tests of types, operators or extensions it
 does not advertise are reported as not applicable and never run; negative tests of the operators it
 offers must be rejected whatever their types. The bounded subset here (``make test``) takes a few
 tests of every advertised operator, positive and negative; ``make conformance DEVICE=vulkan:lavapipe``
@@ -65,22 +65,24 @@ def _program(dtype: str, op: str = "add"):
 @needs_lavapipe
 def test_applicability_follows_the_descriptor(tmp_path):
     descriptor = applicability.device_capabilities(DEVICE)
-    assert descriptor.name == "vulkan-fp32"
+    assert descriptor.name == "vulkan-fp16"
     fp32 = _test_dir(tmp_path, _program("fp32"))
     fp16 = _test_dir(tmp_path, _program("fp16"))
-    fp16_negative = _test_dir(tmp_path, _program("fp16"), negative=True)
+    int32 = _test_dir(tmp_path, _program("int32", "maximum"), operator="MAXIMUM")
+    int32_negative = _test_dir(tmp_path, _program("int32", "maximum"), negative=True, operator="MAXIMUM")
     bf16 = _test_dir(tmp_path, _program("fp32"), extensions=["tosa-ext-bf16"])
     int_only = _test_dir(tmp_path, _program("int32"), profiles=["tosa-pro-int"])
     fft = _test_dir(tmp_path, _program("fp32"), negative=True, operator="FFT2D")
     assert applicability.reason(fp32, descriptor) is None
-    assert "dtype fp16" in applicability.reason(fp16, descriptor)
-    assert applicability.reason(fp16_negative, descriptor) is None  # ADD is offered: it must reject it
+    assert applicability.reason(fp16, descriptor) is None
+    assert "int32" in applicability.reason(int32, descriptor)
+    assert applicability.reason(int32_negative, descriptor) is None  # MAXIMUM is offered: it must reject it
     assert applicability.reason(bf16, descriptor) == "needs EXT-BF16"
     assert applicability.reason(int_only, descriptor) == "for PRO-INT only"
     assert applicability.reason(fft, descriptor) == "FFT2D not offered"
-    infos = [CaseInfo.of(p) for p in (fp32, fp16, fp16_negative, bf16)]
+    infos = [CaseInfo.of(p) for p in (fp32, fp16, int32, int32_negative, bf16)]
     run, skipped = applicability.split(infos, descriptor)
-    assert [i.path for i in run] == [fp32, fp16_negative]
+    assert [i.path for i in run] == [fp32, fp16, int32_negative]
     assert all(applicability.is_not_applicable(o) and not o.passed for o in skipped)
 
 

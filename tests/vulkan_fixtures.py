@@ -24,6 +24,7 @@ DEVICE = "vulkan:" + (os.environ.get("IRONACCEL_TEST_VULKAN_DEVICE") or "llvmpip
 BIG = 1 << 30  # resident-bytes bound for these test programs (the arena counts as resident)
 DTYPES = {
     np.dtype(np.float32): "fp32",
+    np.dtype(np.float16): "fp16",
     np.dtype(np.bool_): "bool",
     np.dtype(np.int8): "int8",
     np.dtype(np.int16): "int16",

@@ -1,11 +1,19 @@
-"""What the Vulkan backend admits: its FP32 tier, exactly the operators and types :mod:`.ops` lowers.
+"""What the Vulkan backend admits: its FP32 and FP16 tiers, exactly the operators and types :mod:`.ops`
+lowers.
 
 The tier is the TOSA 1.0 PRO-FP profile without extensions, restricted to fp32: every PRO-FP operator
 in its fp32 signature, and the BOOL and integer signatures the profile has beside them (comparison
 results, SELECT / layout operators on BOOL, logical operators, INT32 arithmetic for index
 computations, ARGMAX's INT32 result, GATHER / SCATTER's INT32 indices, and CAST between fp32 and
-INT8 / INT16 / INT32). fp16 comes with the FP16 tier; the extensions (FFT, control flow, variables,
-dynamic shapes, bf16, fp8) are not offered.
+INT8 / INT16 / INT32). The extensions (FFT, control flow, variables, dynamic shapes, bf16, fp8) are
+not offered.
+
+The FP16 tier is the FP32 tier's descriptor extended with every fp16 signature PRO-FP has for those
+operators (CONV / AVG_POOL2D with either accumulator type, CAST between fp16 and fp32 / INT8 / INT16 /
+INT32), except MATMUL's, which come with the MATMUL kernels' own fp16 forms. fp16 needs no device
+feature (it is stored as 16-bit halves of words and computed in fp32, see ``ops/fp16.py``), so every
+device offers both tiers and advertises the FP16 one: a single descriptor is what admits the programs
+that mix the two types (an fp32 CAST of an fp16 result), which one tier per type could not.
 
 Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError that
 names the operator, tensor and type. Tensor sizes are bounded by maxStorageBufferRange (a kernel binds
@@ -100,13 +108,63 @@ OPERATORS: dict[Op, OperatorSupport] = {
 }
 
 
+FP16 = Signature.of(in_out_t="fp16")
+FP16_CONV = tuple(Signature.of(in_t="fp16", weight_t="fp16", out_t="fp16", acc_t=t) for t in ("fp16", "fp32"))
+
+# The fp16 signatures of the FP16 tier, by operator (added to the FP32 tier's; constraints are shared).
+FP16_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
+    **{
+        op: (FP16,)
+        for op in (
+            *(Op.ADD, Op.SUB, Op.MAXIMUM, Op.MINIMUM, Op.POW),
+            *(Op.ABS, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.FLOOR, Op.CEIL, Op.SIN, Op.COS),
+            *(Op.CLAMP, Op.TANH, Op.SIGMOID, Op.ERF, Op.SELECT, Op.IDENTITY, Op.MAX_POOL2D),
+            *(Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT),
+            *(Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_PRODUCT),
+        )
+    },
+    Op.MUL: (Signature.of(in_t="fp16", out_t="fp16"),),
+    Op.NEGATE: (Signature.of(in_out_t="fp16", acc_t="fp16"),),
+    **{op: (Signature.of(in_t="fp16", out_t="bool"),) for op in (Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL)},
+    **{op: FP16_CONV for op in (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)},
+    Op.AVG_POOL2D: tuple(Signature.of(in_out_t="fp16", acc_t=t) for t in ("fp16", "fp32")),
+    Op.ARGMAX: (Signature.of(in_t="fp16", out_t="int32"),),
+    Op.REDUCE_SUM: (Signature.of(in_out_t="fp16", acc_t="fp16"),),
+    **{op: (Signature.of(index_t="int32", in_out_t="fp16"),) for op in (Op.GATHER, Op.SCATTER)},
+    Op.RESIZE: (Signature.of(resize_t="fp16", in_t="fp16", out_t="fp16"),),
+    Op.CAST: tuple(Signature.of(in_t=t, out_t="fp16") for t in ("int8", "int16", "int32", "fp32"))
+    + tuple(Signature.of(in_t="fp16", out_t=t) for t in ("int8", "int16", "int32", "fp32")),
+}
+
+FP16_OPERATORS: dict[Op, OperatorSupport] = {
+    op: OperatorSupport((*(support.signatures or ()), *FP16_SIGNATURES.get(op, ())), support.constraints)
+    for op, support in OPERATORS.items()
+}
+FP16_OPERATORS[Op.CONST] = OPERATORS[Op.CONST]  # every type; judged where used
+FP16_OPERATORS[Op.CONST_SHAPE] = OPERATORS[Op.CONST_SHAPE]
+
+FP32_TYPES = frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
+
+
 def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
     """The FP32 tier on a device with ``limits``."""
+    return _descriptor(limits, FP32_TYPES, OPERATORS, "vulkan-fp32")
+
+
+def fp16_descriptor(limits: Limits) -> CapabilityDescriptor:
+    """The FP16 tier (the FP32 tier and its fp16 signatures) on a device with ``limits``: what every
+    Vulkan device advertises."""
+    return _descriptor(limits, FP32_TYPES | {DType.FP16}, FP16_OPERATORS, "vulkan-fp16")
+
+
+def _descriptor(
+    limits: Limits, dtypes: frozenset[DType], operators: dict[Op, OperatorSupport], name: str
+) -> CapabilityDescriptor:
     return CapabilityDescriptor(
         target=Target.of(profiles=["pro-fp"], level="8k"),
-        dtypes=frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32}),
-        operators=OPERATORS,
+        dtypes=dtypes,
+        operators=operators,
         max_rank=MAX_RANK,
         max_tensor_bytes=limits.max_storage_buffer_range,
-        name="vulkan-fp32",
+        name=name,
     )

@@ -81,6 +81,12 @@ class _Context:
     def constant(self, index: int) -> np.ndarray | None:
         return self.planner.constant_data(self.operator.inputs[index])
 
+    def scratch(self, size: int) -> Place:
+        return self.planner.scratch(size)
+
+    def constant_place(self, key: str, data: np.ndarray) -> Place:
+        return self.planner.upload(key, data)
+
 
 class _Planner:
     def __init__(
@@ -100,6 +106,12 @@ class _Planner:
         self.const_places: dict[str, Place] = {}
         self.constants: list[tuple[int, np.ndarray]] = []
         self.const_top = 0
+        # Scratch: ranges one operator's steps use among themselves (fp16 operands widened to fp32),
+        # past the tensors' bytes; every operator starts again at its base, and the barrier rule
+        # orders one operator's use after the previous one's like any other reuse of arena bytes.
+        self.scratch_base = _align(self.memory.total_bytes, alignment)
+        self.scratch_top = 0
+        self.scratch_bytes = 0
 
     def constant_root(self, name: str) -> Tensor | None:
         """The tensor holding the data of constant (or folded view) ``name``. The chain of views ends:
@@ -128,15 +140,25 @@ class _Planner:
         raise InternalError(f"tensor {name!r} was given no place (neither in the arena nor a constant)")
 
     def _const_place(self, root: Tensor) -> Place:
-        found = self.const_places.get(root.name)
+        return self.upload(root.name, root.data)
+
+    def upload(self, key: str, data: np.ndarray) -> Place:
+        """The constants-buffer place of ``data``, uploaded once at load under ``key``."""
+        found = self.const_places.get(key)
         if found is None:
-            data = np.ascontiguousarray(root.data)
+            data = np.ascontiguousarray(data)
             offset = _align(self.const_top, self.alignment)
             found = Place("const", offset, data.nbytes)
-            self.const_places[root.name] = found
+            self.const_places[key] = found
             self.constants.append((offset, data))
             self.const_top = offset + data.nbytes
         return found
+
+    def scratch(self, size: int) -> Place:
+        offset = self.scratch_base + self.scratch_top
+        self.scratch_top += _align(max(size, 1), self.alignment)
+        self.scratch_bytes = max(self.scratch_bytes, self.scratch_top)
+        return Place("arena", offset, size)
 
     def run(self) -> Plan:
         block, dead = self.block, set(self.analysis.dead)
@@ -148,10 +170,11 @@ class _Planner:
             lower = LOWERINGS.get(operator.op)
             if lower is None:  # admission lists exactly LOWERINGS; reaching here is a bug
                 raise InternalError(f"no Vulkan lowering for {operator.op.name} (operator #{index})")
+            self.scratch_top = 0
             steps += lower(_Context(self, operator))
         inputs = tuple(self.place(n) for n in block.inputs)
         outputs = tuple(self.place(n) for n in block.outputs)
-        arena = _align(self.memory.total_bytes, self.alignment) + self.alignment
+        arena = self.scratch_base + self.scratch_bytes + self.alignment
         const = _align(self.const_top, self.alignment) + self.alignment if self.constants else 0
         return Plan(arena, const, self.constants, steps, place_barriers(steps), inputs, outputs)
 

@@ -2,7 +2,8 @@
 
 :data:`LOWERINGS` is filled by the ``@lowering`` decorator as the group modules are imported below; the
 capability descriptor (``..capability``) lists the same operators with the types they accept, and a
-test checks the two agree.
+test checks the two agree. The operators :data:`.fp16.WIDENED` names take their fp16 forms from their
+fp32 lowerings through :func:`.fp16.widening`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ from . import (  # noqa: E402 - the group modules register themselves through `l
     tensor,
     type_conversion,
 )
+from .fp16 import WIDENED, widening  # noqa: E402 - after the group modules have registered
+
+for _op in WIDENED:
+    LOWERINGS[_op] = widening(LOWERINGS[_op])
 
 __all__ = [
     "LOWERINGS",
@@ -48,6 +53,7 @@ __all__ = [
     "elementwise_binary",
     "elementwise_ternary",
     "elementwise_unary",
+    "fp16",
     "image",
     "lowering",
     "reduction",

@@ -1,7 +1,7 @@
 """CLAMP, TANH, SIGMOID, ERF on fp32: the same ``unary.comp`` kernel as the unary group.
 
-CLAMP's bounds travel as push constants (the attribute's little-endian fp32 bytes, reinterpreted), its
-NaN mode as a specialization constant.
+CLAMP's bounds travel as push constants (the attribute's little-endian fp32 bytes, reinterpreted; an
+fp16 operator's two-byte bounds widened exactly), its NaN mode as a specialization constant.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from .elementwise_unary import unary_steps
 
 
 def _bound(raw: bytes) -> float:
+    if len(raw) == 2:  # fp16 (the attribute holds the input type's bytes)
+        return struct.unpack("<e", bytes(raw))[0]
     return struct.unpack("<f", bytes(raw[:4]))[0]
 
 

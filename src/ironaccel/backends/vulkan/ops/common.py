@@ -82,6 +82,14 @@ class LoweringContext(Protocol):
         """Operand ``index``'s value when it is a program constant (a host-side parameter)."""
         ...
 
+    def scratch(self, size: int) -> Place:
+        """``size`` arena bytes for this operator's steps alone (reused by later operators)."""
+        ...
+
+    def constant_place(self, key: str, data: np.ndarray) -> Place:
+        """``data`` uploaded once at load into the constants buffer (``key`` names it)."""
+        ...
+
 
 Lowering = Callable[[LoweringContext], list[Step]]
 

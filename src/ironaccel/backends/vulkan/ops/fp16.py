@@ -1,0 +1,131 @@
+"""fp16 operators: stored as fp16, computed in fp32, rounded once to fp16.
+
+Operators that only move, select or compare bits take fp16 elements directly as 16-bit halves
+(layout, CONCAT, SELECT, RESHAPE / IDENTITY: :data:`.common.ELEMENT_BYTES`). Every other operator
+listed in :data:`WIDENED` runs its fp32 kernel between conversions: each fp16 operand is widened into
+operator-private scratch of the arena (exactly; an fp16 constant is widened once, at load, into the
+constants buffer), the fp32 kernel writes an fp32 scratch result, and ``cast.comp`` rounds that once
+to fp16 (shaders/include/fp16.glsl: integer code on the bit patterns, so no device needs
+shaderFloat16 and every device rounds alike).
+
+What this gives, next to the CPU backend (which evaluates in float64 and rounds once to fp16):
+* ADD, SUB, MUL, RECIPROCAL's division-like step and the exact operators (ABS, NEGATE, FLOOR, CEIL,
+  MAXIMUM, MINIMUM, CLAMP, comparisons, ARGMAX, REDUCE_MAX / MIN, MAX_POOL2D, GATHER, SCATTER) give
+  the CPU's bits: fp16 operands are exact in fp32, a product of two is exact there, and a correctly
+  rounded fp32 sum rounded again to fp16 is the correctly rounded fp16 sum (24 >= 2 x 11 + 2 bits,
+  so the double rounding is innocuous).
+* The functions (EXP, LOG, POW, SIN, COS, TANH, SIGMOID, ERF, RSQRT) are within 1-2 fp32 ulp before
+  the rounding, so the fp16 result is the CPU's or, where the true value lies that close to a rounding
+  boundary between two fp16 values, its neighbour: at most 1 fp16 ulp apart (tested on every fp16 input).
+* Sums (REDUCE_SUM, AVG_POOL2D, the convolutions, with either acc_type) and REDUCE_PRODUCT accumulate in
+  fp32, which is more accurate than the fp16 accumulator the specification allows, and round once;
+  they stay within the specification's dot-product bound, not bit-equal to a float64 sum.
+* RESIZE computes its weights and sum in fp32 where the specification (and the CPU backend) round each
+  step to fp16: within the same bound, not bit-equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import numpy as np
+
+from ....core.errors import InternalError
+from ....tosa.dtypes import DType
+from ....tosa.ir import Tensor
+from ....tosa.operators import Op
+from .common import WORKGROUP, Dispatch, Lowering, LoweringContext, Place, Step, word_groups
+
+# Operators whose fp16 form is their fp32 kernel between conversions.
+WIDENED = (
+    *(Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.POW),
+    *(Op.ABS, Op.NEGATE, Op.FLOOR, Op.CEIL, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.SIN, Op.COS),
+    *(Op.CLAMP, Op.TANH, Op.SIGMOID, Op.ERF, Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL),
+    *(Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D, Op.AVG_POOL2D, Op.MAX_POOL2D),
+    *(Op.ARGMAX, Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_PRODUCT),
+    *(Op.GATHER, Op.SCATTER, Op.RESIZE),
+)
+
+FP32_CODE, FP16_CODE = 0, 4  # cast.comp's type codes
+
+
+def convert(ctx: LoweringContext, src: Place, dst: Place, count: int, widen: bool) -> Dispatch:
+    """A ``cast.comp`` dispatch converting ``count`` elements fp16 -> fp32 (``widen``) or back."""
+    spec = (WORKGROUP, FP16_CODE, FP32_CODE) if widen else (WORKGROUP, FP32_CODE, FP16_CODE)
+    out_bytes = 4 if widen else 2
+    return Dispatch("cast", spec, (src,), (dst,), struct.pack("<I", count), word_groups(count, out_bytes, ctx))
+
+
+class _Widened:
+    """The :class:`~.common.LoweringContext` an fp32 lowering sees for an fp16 operator: its fp16
+    tensors declared fp32, placed in scratch (or widened constants), with the conversions collected."""
+
+    def __init__(self, outer: LoweringContext) -> None:
+        self.outer = outer
+        self.operator = outer.operator
+        self.inputs = tuple(_as_fp32(t) for t in outer.inputs)
+        self.outputs = tuple(_as_fp32(t) for t in outer.outputs)
+        self.max_groups = outer.max_groups
+        self.max_loop_iterations = outer.max_loop_iterations
+        self.before: list[Step] = []
+        self.after: list[Step] = []
+        self._places: dict[str, Place] = {}
+
+    def place(self, tensor: Tensor) -> Place:
+        found = self._places.get(tensor.name)
+        if found is None:
+            found = self._places[tensor.name] = self._place(tensor.name)
+        return found
+
+    def _place(self, name: str) -> Place:
+        outer = self.outer
+        for t in outer.outputs:
+            if t.name == name:
+                if t.dtype is not DType.FP16:
+                    return outer.place(t)
+                wide = outer.scratch(4 * t.size)
+                self.after.append(convert(outer, wide, outer.place(t), t.size, widen=False))
+                return wide
+        for index, t in enumerate(outer.inputs):
+            if t.name == name:
+                if t.dtype is not DType.FP16:
+                    return outer.place(t)
+                value = outer.constant(index)
+                if value is not None:
+                    return outer.constant_place(f"{name}@fp32", np.asarray(value, np.float16).astype(np.float32))
+                wide = outer.scratch(4 * t.size)
+                self.before.append(convert(outer, outer.place(t), wide, t.size, widen=True))
+                return wide
+        raise InternalError(f"{self.operator.op.name}: tensor {name!r} is not an operand")
+
+    def constant(self, index: int) -> np.ndarray | None:
+        value = self.outer.constant(index)
+        if value is not None and self.outer.inputs[index].dtype is DType.FP16:
+            return np.asarray(value, np.float16).astype(np.float32)
+        return value
+
+    def scratch(self, size: int) -> Place:
+        return self.outer.scratch(size)
+
+    def constant_place(self, key: str, data: np.ndarray) -> Place:
+        return self.outer.constant_place(key, data)
+
+
+def _as_fp32(tensor: Tensor) -> Tensor:
+    if tensor.dtype is not DType.FP16:
+        return tensor
+    return dataclasses.replace(tensor, dtype=DType.FP32, data=None)
+
+
+def widening(lower: Lowering) -> Lowering:
+    """``lower`` (an fp32 lowering) extended to fp16 operands and results as the module doc says."""
+
+    def lower_any(ctx: LoweringContext) -> list[Step]:
+        if all(t.dtype is not DType.FP16 for t in (*ctx.inputs, *ctx.outputs)):
+            return lower(ctx)
+        wide = _Widened(ctx)
+        steps = lower(wide)
+        return [*wide.before, *steps, *wide.after] if steps else []
+
+    return lower_any
