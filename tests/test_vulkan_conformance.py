@@ -1,11 +1,11 @@
 """Arm's TOSA conformance suite on the Vulkan backend (lavapipe), through ``ironaccel conformance``.
 
 The device is judged on what its capability descriptor advertises (the FP16 tier: PRO-FP without
-extensions, fp32 and fp16 (MATMUL's fp16 aside) and the BOOL / INT32 signatures beside them). Tests of types, operators or extensions it
-does not advertise are reported as not applicable and never run; negative tests of the operators it
-offers must be rejected whatever their types. The bounded subset here (``make test``) takes a few
-tests of every advertised operator, positive and negative; ``make conformance DEVICE=vulkan:lavapipe``
-runs all of them.
+extensions, fp32 and fp16 (MATMUL's fp16 aside) and the BOOL / INT32 signatures beside them). Tests
+of types, operators or extensions it does not advertise are reported as not applicable and never run;
+negative tests of the operators it offers must be rejected whatever their types. The bounded subset
+here (``make test``) takes a few tests of every advertised operator, positive and negative;
+``make conformance DEVICE=vulkan:lavapipe`` runs all of them.
 """
 
 from __future__ import annotations
