@@ -42,14 +42,22 @@ from .virtqueue import (
     is_queue_size,
 )
 from .virtqueue_device import Chain, DeviceQueue
+from .wire_constants import HEADER_BYTES, Opcode
+from .wire_structs import TransferBufferRequest
 
 log = logging.getLogger("ironaccel.virtio.daemon")
+
+
+IN_PLACE_PREFIX = HEADER_BYTES + TransferBufferRequest.SIZE  # a WRITE_BUFFER's header and transfer prefix
+IN_PLACE_MIN_BYTES = 64 << 10  # below this a private copy of the request costs less than checking it twice
 
 
 class Session(Protocol):
     """What the daemon needs of an engine session: one request in, its response out."""
 
     def process(self, request: bytes, response_capacity: int) -> bytes: ...
+
+    # Optional: ``process_into(request, response, in_place) -> used`` (engine_session.GuestSession).
 
     def close(self) -> None: ...
 
@@ -182,12 +190,27 @@ class GuestConnection:
                 _signal(self.vring.err)
 
     def _serve(self, queue: DeviceQueue, chain: Chain) -> None:
-        request = chain.gather()
         capacity = min(chain.writable_bytes, self.options.max_response)
+        into = getattr(self.session, "process_into", None)
+        head = chain.readable[0][:IN_PLACE_PREFIX] if len(chain.readable) == 1 else None
         try:
-            response = self.session.process(request, capacity)
+            if into is not None and len(chain.writable) == 1:
+                # The answer (READ_BUFFER data included) is written where the guest reads it: no copy
+                # between. A large WRITE_BUFFER is also read where the guest wrote it (see process_into).
+                in_place = None
+                if head is not None and chain.readable_bytes >= IN_PLACE_MIN_BYTES:
+                    in_place = bytes(head)
+                    if int.from_bytes(in_place[:2], "little") != Opcode.WRITE_BUFFER:
+                        in_place = None
+                request = chain.readable[0] if in_place is not None else chain.gather()
+                used = into(request, chain.writable[0][:capacity], in_place)
+                queue.complete(chain.head, used)
+                self.commands += 1
+                self._call()
+                return
+            response = self.session.process(chain.gather(), capacity)
         except Exception:  # an engine fault must not take the other guests down with it
-            log.exception("%s: engine failed on a %d-byte request; nothing written", self.name, len(request))
+            log.exception("%s: engine failed on a %d-byte request; nothing written", self.name, chain.readable_bytes)
             response = b""
         if len(response) > capacity:
             log.error("%s: engine answered %d bytes into %d; nothing written", self.name, len(response), capacity)

@@ -34,6 +34,7 @@ from .wire_structs import (
     AllocateBufferRequest,
     CreateQueueRequest,
     ObjectPayload,
+    RequestHeader,
     SubmitResponse,
     TransferBufferRequest,
     WireEventState,
@@ -57,6 +58,23 @@ class _Read:
 
     def __init__(self, request_id: int, handle: Any, offset: int, length: int) -> None:
         self.request_id, self.handle, self.offset, self.length = request_id, handle, offset, length
+
+
+def _same_write(req: Request, head: bytes) -> bool:
+    """Whether ``req`` is the WRITE_BUFFER whose header and transfer prefix ``head`` holds."""
+    if req.opcode != Opcode.WRITE_BUFFER or len(head) < IN_PLACE_PREFIX:
+        return False
+    header = RequestHeader.unpack(head)
+    body: WriteBuffer = req.body  # type: ignore[assignment]
+    return (
+        header.opcode == req.opcode
+        and header.request_id == req.request_id
+        and header.payload_bytes == TransferBufferRequest.SIZE + len(body.data)
+        and TransferBufferRequest.unpack(head[HEADER_BYTES:IN_PLACE_PREFIX]) == body.transfer
+    )
+
+
+IN_PLACE_PREFIX = HEADER_BYTES + TransferBufferRequest.SIZE  # what process_into's in_place must hold
 
 
 class GuestSession:
@@ -113,6 +131,33 @@ class GuestSession:
                 return out
             return reply
 
+    def process_into(
+        self, request: bytes | bytearray | memoryview, response: memoryview, in_place: bytes | None = None
+    ) -> int:
+        """``process`` writing the answer straight into ``response`` (the chain's writable area); returns
+        the used length. READ_BUFFER data goes from the backend into ``response`` with no copy between.
+
+        ``in_place``: ``request`` is live guest memory, not a private copy, and ``in_place`` is a private
+        copy of its first bytes (header and transfer prefix). Only a WRITE_BUFFER is served so: its data
+        is only data (a guest changing it meanwhile changes only what it writes), and the command runs
+        only if the header and prefix decoded from ``request`` equal the private copy's, so no value
+        that was checked can change. Anything else answers INVALID_ARGUMENT."""
+        with self._lock:
+            if self._closed:
+                return 0
+            if self._quarantine:
+                self._reclaim()
+            reply = self._run(request, response.nbytes, in_place)
+            if isinstance(reply, _Read):
+                status = self._fill(reply, response[HEADER_BYTES : HEADER_BYTES + reply.length])
+                if status is not Status.OK:
+                    response[:HEADER_BYTES] = response_header(status, reply.request_id)
+                    return HEADER_BYTES
+                response[:HEADER_BYTES] = response_header(Status.OK, reply.request_id, reply.length)
+                return HEADER_BYTES + reply.length
+            response[: len(reply)] = reply
+            return len(reply)
+
     def reset(self) -> ResetReport:
         """The guest reset its device: every id it holds goes stale, its objects are released child
         before parent without waiting; work that cannot be ended now is quarantined (and still charged
@@ -153,7 +198,9 @@ class GuestSession:
             return ObjectCounts.of(self._quarantine)
 
     # ---- dispatch ---------------------------------------------------------------------------------
-    def _run(self, request: bytes | bytearray | memoryview, capacity: int) -> bytes | _Read:
+    def _run(
+        self, request: bytes | bytearray | memoryview, capacity: int, in_place: bytes | None = None
+    ) -> bytes | _Read:
         if capacity < HEADER_BYTES:
             return b""
         try:
@@ -162,6 +209,8 @@ class GuestSession:
             return b""
         except RequestRejected as exc:
             return response_header(exc.status, exc.request_id)
+        if in_place is not None and not _same_write(req, in_place):
+            return response_header(Status.INVALID_ARGUMENT, req.request_id)
         if capacity < req.response_capacity:
             return b""  # a short success area is the driver's error: nothing is written, nothing changes
         rid = req.request_id

@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     Busy,
@@ -80,6 +80,9 @@ from .wire_structs import (
     WireBinding,
     WireConfig,
 )
+
+if TYPE_CHECKING:
+    from .guest_inline import InlineRunner
 
 _ERRORS: dict[int, type[IronAccelError]] = {
     Status.UNSUPPORTED: Unsupported,
@@ -136,6 +139,8 @@ class VirtioAccelerator(Accelerator):
         self._events = threading.Condition()
         self._remote: dict[EventCore, int] = {}  # submitted here -> the device's event id
         self._artifact = threading.local()
+        self._parsed: dict[int, tuple[int, Any]] = {}  # loaded, until _inline takes it
+        self._runners: dict[int, InlineRunner] = {}
 
     def close(self) -> None:
         """Disconnect: the device releases everything this guest still holds."""
@@ -147,22 +152,33 @@ class VirtioAccelerator(Accelerator):
     ) -> Response:
         """Send one request (``body`` then ``tail``, e.g. write data or an artifact, sent without a
         copy here) and decode its answer; READ_BUFFER data lands in ``read_into``."""
-        rid = next(self._request_ids)
-        tail_view = memoryview(tail).cast("B")
-        header = RequestHeader(int(opcode), 0, len(body) + tail_view.nbytes, rid).pack()
-        capacity = HEADER_BYTES + (read_into.nbytes if read_into is not None else 76)
-        parts = [header + body, tail_view] if tail_view.nbytes else [header + body]
+        return self._batch([(opcode, body, tail, read_into)])[0]
+
+    def _batch(self, commands: Sequence[tuple[Opcode, bytes, Any, memoryview | None]]) -> list[Response]:
+        """Several commands ``(opcode, body, tail, read_into)`` posted at once and served in this order
+        (one kick, one wait); their answers, decoded, in the same order."""
+        frames, expected = [], []
+        for opcode, body, tail, read_into in commands:
+            rid = next(self._request_ids)
+            tail_view = memoryview(tail).cast("B")
+            header = RequestHeader(int(opcode), 0, len(body) + tail_view.nbytes, rid).pack()
+            capacity = HEADER_BYTES + (read_into.nbytes if read_into is not None else 76)
+            frames.append(([header + body, tail_view] if tail_view.nbytes else [header + body], capacity))
+            expected.append((opcode, rid, read_into))
+        responses = []
         try:
-            with self.transport.exchange(parts, capacity) as answer:
-                if not len(answer):
-                    raise DeviceLost(f"{opcode.name}: the device completed the request without an answer")
-                read = None if read_into is None else read_into.nbytes
-                response = decode_response(answer, opcode, request_id=rid, read_bytes=read)
-                if read_into is not None and response.status == Status.OK:
-                    read_into[:] = response.body
+            with self.transport.exchange_batch(frames) as answers:
+                for answer, (opcode, rid, read_into) in zip(answers, expected, strict=True):
+                    if not len(answer):
+                        raise DeviceLost(f"{opcode.name}: the device completed the request without an answer")
+                    read = None if read_into is None else read_into.nbytes
+                    response = decode_response(answer, opcode, request_id=rid, read_bytes=read)
+                    if read_into is not None and response.status == Status.OK:
+                        read_into[:] = response.body
+                    responses.append(response)
         except (RecoveryRequired, WireError) as exc:
-            raise DeviceLost(f"{opcode.name}: the device broke the protocol: {exc}") from exc
-        return response
+            raise DeviceLost(f"the device broke the protocol: {exc}") from exc
+        return responses
 
     def _ok(self, opcode: Opcode, body: bytes, tail: Any = b"", what: str = "") -> Response:
         response = self._command(opcode, body, tail)
@@ -270,9 +286,24 @@ class VirtioAccelerator(Accelerator):
             bound = max(DEFAULT_RESIDENT_BOUND, 4 * payload.nbytes)
         prefix = LoadProgramRequest(context, artifact.format, 0, words, payload.nbytes, bound)
         program_id = self._ok(Opcode.LOAD_PROGRAM, prefix.pack(), payload).body.object_id
+        self._parsed[program_id] = (context, program)
         return program_id, 0  # what stays resident is the device's to count, against its own quota
 
+    def _inline(self, program: Any) -> InlineRunner | None:
+        # User-API calls in two round trips on device objects kept for the program (guest_inline).
+        from .guest_inline import InlineRunner
+
+        context, parsed = self._parsed.pop(program)
+        runner = InlineRunner.offer(self, context, program, parsed)
+        if runner is not None:
+            self._runners[program] = runner
+        return runner
+
     def _unload(self, native: Any) -> None:
+        self._parsed.pop(native, None)
+        runner = self._runners.pop(native, None)
+        if runner is not None:
+            runner.release()
         self._release_command(Opcode.UNLOAD_PROGRAM, native)
 
     def _create_queue(self, context: Any) -> Any:

@@ -170,54 +170,92 @@ class GuestTransport:
         self, parts: Sequence[bytes | bytearray | memoryview], capacity: int, timeout: float | None = None
     ) -> Iterator[memoryview]:
         """Like ``request``, but yields the response where the device wrote it (valid inside the block)."""
-        views = [memoryview(p).cast("B") for p in parts]
-        size = sum(v.nbytes for v in views)
-        if size <= 0 or capacity <= 0 or _blocks(size) + _blocks(capacity) > self.arena.size:
+        with self.exchange_batch([(parts, capacity)], timeout) as (response,):
+            yield response
+
+    @contextlib.contextmanager
+    def exchange_batch(
+        self,
+        commands: Sequence[tuple[Sequence[bytes | bytearray | memoryview], int]],
+        timeout: float | None = None,
+    ) -> Iterator[list[memoryview]]:
+        """Several commands ``(parts, capacity)`` posted together with at most one kick: the device serves
+        them in ring order, back to back, and this waits once for all of them. Yields the responses where
+        the device wrote them (valid inside the block), in the order given."""
+        requests = [[memoryview(p).cast("B") for p in parts] for parts, _ in commands]
+        sizes = [sum(v.nbytes for v in views) for views in requests]
+        capacities = [capacity for _, capacity in commands]
+        footprint = sum(_blocks(n) for n in sizes) + sum(_blocks(n) for n in capacities)
+        if not commands or min(sizes) <= 0 or min(capacities) <= 0 or footprint > self.arena.size:
             raise InvalidArgument(
-                f"a {size}-byte request with a {capacity}-byte response does not fit the {self.arena.size}-byte arena"
+                f"requests of {sizes} bytes with responses of {capacities} bytes do not fit the"
+                f" {self.arena.size}-byte arena"
             )
         deadline = None if timeout is None else time.monotonic() + timeout
-        req = resp = token = None
+        blocks: list[tuple[int, int]] = []
+        tokens: list[int] = []
         try:
             with self._cond:
-                while True:
+                while True:  # all blocks or none: a batch holding half its room could starve another
                     self._check()
-                    req = req if req is not None else self.arena.alloc(size)
-                    resp = resp if resp is not None else self.arena.alloc(capacity)
-                    if req is not None and resp is not None:
+                    for size, capacity in zip(sizes, capacities, strict=True):
+                        req, resp = self.arena.alloc(size), self.arena.alloc(capacity)
+                        blocks.append((req, resp))
+                        if req is None or resp is None:
+                            break
+                    if len(blocks) == len(commands) and None not in blocks[-1]:
                         break
+                    for pair in blocks:
+                        for block in pair:
+                            if block is not None:
+                                self.arena.free(block)
+                    blocks.clear()
                     self._wait_for_room(deadline)
             view = self._view
-            at = req
-            for v in views:  # the copy into shared memory, outside the lock
-                view[at : at + v.nbytes] = v
-                at += v.nbytes
+            for views, (at, _) in zip(requests, blocks, strict=True):
+                for v in views:  # the copy into shared memory, outside the lock
+                    view[at : at + v.nbytes] = v
+                    at += v.nbytes
             with self._cond:
-                while True:
-                    self._check()
-                    try:
-                        head = self.driver.post([(GUEST_BASE + req, size)], [(GUEST_BASE + resp, capacity)])
-                        break
-                    except QueueFull:
-                        self._wait_for_room(deadline)
-                token = next(self._tokens)
-                self._heads[head] = token
-                self._blocks[token] = (req, resp)
+                for size, capacity, (req, resp) in zip(sizes, capacities, blocks, strict=True):
+                    while True:
+                        self._check()
+                        try:
+                            head = self.driver.post([(GUEST_BASE + req, size)], [(GUEST_BASE + resp, capacity)])
+                            break
+                        except QueueFull:
+                            if self.driver.kick_needed():  # what is posted already may be what frees room
+                                os.eventfd_write(self._kick, 1)
+                            self._wait_for_room(deadline)
+                    token = next(self._tokens)
+                    self._heads[head] = token
+                    self._blocks[token] = (req, resp)
+                    tokens.append(token)
                 if self.driver.kick_needed():
                     os.eventfd_write(self._kick, 1)
-                length = self._await(token, deadline)
-            yield view[resp : resp + length]
+                lengths = [self._await(token, deadline) for token in tokens]
+            yield [view[resp : resp + n] for (_, resp), n in zip(blocks, lengths, strict=True)]
         finally:
             with self._cond:
-                if token is not None and token in self._blocks and self._lost is None:
-                    # Given up on (a deadline) while the device still owns the chain: its blocks are freed
-                    # when it comes back, never while the device may still write into them.
-                    self._abandoned.add(token)
-                else:
-                    self._blocks.pop(token, None)
-                    for block in (req, resp):
-                        if block is not None and self.region is not None:
-                            self.arena.free(block)
+                kept = set()
+                for token in tokens:
+                    if token in self._done:  # came back, but an earlier wait of the batch gave up
+                        del self._done[token]
+                        self._blocks.pop(token, None)
+                    elif token in self._blocks and self._lost is None:
+                        # Given up on (a deadline) while the device still owns the chain: its blocks are
+                        # freed when it comes back, never while the device may still write into them.
+                        self._abandoned.add(token)
+                        kept.add(token)
+                    else:
+                        self._blocks.pop(token, None)
+                if self.region is not None:
+                    for index, pair in enumerate(blocks):
+                        if index < len(tokens) and tokens[index] in kept:
+                            continue
+                        for block in pair:
+                            if block is not None:
+                                self.arena.free(block)
                 self._cond.notify_all()
 
     @property

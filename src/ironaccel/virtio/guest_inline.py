@@ -1,0 +1,236 @@
+"""Calls of the user API in two round trips: the guest client's inline runs (``Accelerator._inline``).
+
+A call ``exe(x)`` through the contract's queue path is a dozen commands, each a round trip to the
+device: three buffers allocated, two written, SUBMIT, POLL_EVENT until terminal, DESTROY_EVENT, the
+output read, three buffers freed. An inline run keeps what does not change between calls on the device
+(one buffer per slot and a queue of its own: a *staging set*, made at the first call and reused until
+the program is unloaded) and posts the rest as two batches, each served back to back by the device
+after one kick:
+
+    1. WRITE_BUFFER per input, then SUBMIT (the device serves the ring in order, so the work sees the data);
+    2. POLL_EVENT, then READ_BUFFER per output and DESTROY_EVENT. When the poll answers PENDING the reads
+       and the destroy (BUSY: a pending event is not released) are discarded and the batch is posted
+       again after a short back-off; once the poll is terminal, the reads that followed it saw the result.
+
+Outputs above ``SPECULATIVE_READ_BYTES`` are read only after a terminal poll, so a slow program is not
+read again on every poll. Only programs without variables run inline (their runs cannot observe each
+other); calls from several threads each take a staging set of their own, so they may overlap.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import DeviceLost, IronAccelError
+from ..runtime.spec import TensorSpec
+from ..runtime.types import Access, BufferUsage, MemoryDomain
+from ..tosa import Op
+from .guest import error_for
+from .wire_constants import EventStateCode, Opcode, Status
+from .wire_structs import (
+    AllocateBufferRequest,
+    CreateQueueRequest,
+    ObjectPayload,
+    SubmitRequest,
+    TransferBufferRequest,
+    WireBinding,
+)
+
+if TYPE_CHECKING:
+    from .guest import VirtioAccelerator
+
+SPECULATIVE_READ_BYTES = 64 << 10
+_POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
+_USAGE = int(BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE)
+_USAGE |= int(BufferUsage.TRANSFER_DESTINATION)
+_STATEFUL = {Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE}
+
+
+class _Staging:
+    """Device objects one inline call at a time uses: a queue and one buffer per slot."""
+
+    __slots__ = ("buffers", "queue")
+
+    def __init__(self, queue: int, buffers: list[int]) -> None:
+        self.queue, self.buffers = queue, buffers
+
+
+class InlineRunner:
+    """Runs one loaded program inline for :class:`VirtioAccelerator` (see the module's description)."""
+
+    def __init__(
+        self, acc: VirtioAccelerator, context: int, program: int, inputs: Sequence[TensorSpec],
+        outputs: Sequence[TensorSpec],
+    ) -> None:
+        self.acc, self.context, self.program = acc, context, program
+        self.inputs, self.outputs = tuple(inputs), tuple(outputs)
+        self._lock = threading.Lock()
+        self._free: list[_Staging] = []
+        self._all: list[_Staging] = []
+        # (slot, bytes, access) per binding: inputs first, then outputs, as the program numbers its slots
+        self._bindings = [(i, spec.nbytes, int(Access.READ)) for i, spec in enumerate(self.inputs)]
+        self._bindings += [(len(self.inputs) + i, s.nbytes, int(Access.WRITE)) for i, s in enumerate(self.outputs)]
+
+    @classmethod
+    def offer(cls, acc: VirtioAccelerator, context: int, program_id: int, parsed: Any) -> InlineRunner | None:
+        """A runner for ``parsed`` (a tosa Program), or None where its runs must stay in queue order
+        (variables) or a slot is empty (nothing to bind)."""
+        if any(op.op in _STATEFUL for block in parsed.blocks() for op in block.operators):
+            return None
+        inputs = [TensorSpec.of(t) for t in parsed.main.input_tensors]
+        outputs = [TensorSpec.of(t) for t in parsed.main.output_tensors]
+        if not outputs or any(spec.nbytes == 0 for spec in (*inputs, *outputs)):
+            return None
+        return cls(acc, context, program_id, inputs, outputs)
+
+    # ---- the call -------------------------------------------------------------------------------------
+    def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        staging = self._take()
+        try:
+            self._run(staging, inputs, outputs)
+        finally:
+            with self._lock:
+                self._free.append(staging)
+
+    def _run(self, staging: _Staging, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        acc = self.acc
+        commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = []
+        for buffer_id, value in zip(staging.buffers, inputs, strict=False):
+            data = memoryview(value.reshape(-1).view(np.uint8))
+            if data.nbytes > acc._write_chunk:
+                acc._write(buffer_id, 0, data)  # segmented, ahead of the batch
+            else:
+                prefix = TransferBufferRequest(buffer_id, 0, data.nbytes).pack()
+                commands.append((Opcode.WRITE_BUFFER, prefix, data, None))
+        bindings = b"".join(
+            WireBinding(buffer_id, 0, nbytes, slot, access).pack()
+            for buffer_id, (slot, nbytes, access) in zip(staging.buffers, self._bindings, strict=True)
+        )
+        submit = SubmitRequest(staging.queue, self.program, len(self._bindings), 0, 0).pack()
+        commands.append((Opcode.SUBMIT, submit + bindings, b"", None))
+        answers = acc._batch(commands)
+        submitted = answers[-1]
+        if submitted.body is None:  # rejected: nothing retained
+            _raise_first(answers, "inline run")
+        event = submitted.body.event_id
+        try:
+            _raise_first(answers, "inline run")  # a failed write, or an indeterminate SUBMIT
+        except BaseException:
+            self._abandon(event)  # the event owns the staging set until the work ends
+            raise
+        failure = self._collect(staging, event, outputs)
+        if failure is not None:
+            raise failure
+
+    def _collect(self, staging: _Staging, event: int, outputs: Sequence[np.ndarray]) -> IronAccelError | None:
+        """Poll until terminal, read the outputs and destroy the event (speculatively in one batch).
+        Returns the call's error once the event is released; raises while it may still be held."""
+        acc = self.acc
+        out_ids = staging.buffers[len(self.inputs) :]
+        views = [memoryview(out.reshape(-1).view(np.uint8)) for out in outputs]
+        small = sum(v.nbytes for v in views) <= SPECULATIVE_READ_BYTES and all(
+            v.nbytes <= acc._read_chunk for v in views
+        )
+        poll = (Opcode.POLL_EVENT, ObjectPayload(event).pack(), b"", None)
+        reads = [
+            (Opcode.READ_BUFFER, TransferBufferRequest(buffer_id, 0, view.nbytes).pack(), b"", view)
+            for buffer_id, view in zip(out_ids, views, strict=True)
+        ]
+        destroy = (Opcode.DESTROY_EVENT, ObjectPayload(event).pack(), b"", None)
+        # Speculative: poll, read, poll again, destroy. The reads count when the first poll was terminal;
+        # the destroy succeeds only once the second poll was (terminal is final), whose state then counts.
+        batch = [poll, *reads, poll, destroy] if small else [poll, destroy]
+        delay = _POLL_FIRST
+        while True:
+            answers = acc._batch(batch)
+            for answer in (answers[0], answers[-2]):
+                if answer.status != Status.OK:
+                    raise error_for(answer.status, "POLL_EVENT")
+            if answers[-1].status == Status.OK:
+                break
+            if answers[-1].status != Status.BUSY:
+                raise error_for(answers[-1].status, "DESTROY_EVENT")
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+        first, state = EventStateCode(answers[0].body.state), answers[-2].body
+        code = EventStateCode(state.state)
+        if code is EventStateCode.FAILED:
+            return error_for(state.error, "execution")
+        if code is not EventStateCode.COMPLETE:
+            return error_for(Status.DEADLINE_EXPIRED, "execution")
+        if small and first is EventStateCode.COMPLETE:
+            failed = [a for a in answers[1:-2] if a.status != Status.OK]
+            return error_for(failed[0].status, "READ_BUFFER") if failed else None
+        for buffer_id, view in zip(out_ids, views, strict=True):
+            acc._read(buffer_id, 0, view)  # raises the runtime error of a failed read
+        return None
+
+    def _abandon(self, event: int) -> None:
+        """A call that failed after its SUBMIT: let the work end and release its event (so the staging
+        set can be reused); a device that cannot say so is lost."""
+        delay = _POLL_FIRST
+        while True:
+            poll, destroy = self.acc._batch(
+                [
+                    (Opcode.POLL_EVENT, ObjectPayload(event).pack(), b"", None),
+                    (Opcode.DESTROY_EVENT, ObjectPayload(event).pack(), b"", None),
+                ]
+            )
+            if destroy.status == Status.OK:
+                return
+            if poll.status != Status.OK:
+                raise DeviceLost(f"an inline run's event cannot be released: the device answered {poll.status}")
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+
+    # ---- staging sets -----------------------------------------------------------------------------------
+    def _take(self) -> _Staging:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = [
+            (Opcode.CREATE_QUEUE, CreateQueueRequest(self.context).pack(), b"", None)
+        ]
+        for spec in (*self.inputs, *self.outputs):
+            body = AllocateBufferRequest(self.context, spec.nbytes, 64, int(MemoryDomain.SHARED), usage=_USAGE)
+            commands.append((Opcode.ALLOCATE_BUFFER, body.pack(), b"", None))
+        answers = self.acc._batch(commands)
+        made = [(opcode, a.body.object_id) for (opcode, *_), a in zip(commands, answers, strict=True) if a.ok]
+        if len(made) != len(answers):
+            self._destroy(made)
+            failed = next(a for a in answers if not a.ok)
+            raise error_for(failed.status, "staging an inline run")
+        staging = _Staging(made[0][1], [object_id for _, object_id in made[1:]])
+        with self._lock:
+            self._all.append(staging)
+        return staging
+
+    def release(self) -> None:
+        """Give every staging set back to the device (before the program is unloaded; no call runs)."""
+        with self._lock:
+            sets, self._all, self._free = self._all, [], []
+        for staging in sets:
+            buffers = [(Opcode.ALLOCATE_BUFFER, b) for b in staging.buffers]
+            self._destroy([*buffers, (Opcode.CREATE_QUEUE, staging.queue)])
+
+    def _destroy(self, made: Sequence[tuple[Opcode, int]]) -> None:
+        release: dict[Opcode, Opcode] = {
+            Opcode.ALLOCATE_BUFFER: Opcode.FREE_BUFFER,
+            Opcode.CREATE_QUEUE: Opcode.DESTROY_QUEUE,
+        }
+        if made:
+            self.acc._batch([(release[opcode], ObjectPayload(oid).pack(), b"", None) for opcode, oid in made])
+
+
+def _raise_first(answers: Sequence[Any], what: str) -> None:
+    for answer in answers:
+        if answer.status != Status.OK:
+            raise error_for(answer.status, what)
+
+
+__all__ = ["SPECULATIVE_READ_BYTES", "InlineRunner"]
