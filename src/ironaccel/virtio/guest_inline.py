@@ -7,14 +7,17 @@ output read, three buffers freed. An inline run keeps what does not change betwe
 the program is unloaded) and posts the rest as two batches, each served back to back by the device
 after one kick:
 
-    1. WRITE_BUFFER per input, then SUBMIT (the device serves the ring in order, so the work sees the data);
-    2. POLL_EVENT, then READ_BUFFER per output and DESTROY_EVENT. When the poll answers PENDING the reads
-       and the destroy (BUSY: a pending event is not released) are discarded and the batch is posted
-       again after a short back-off; once the poll is terminal, the reads that followed it saw the result.
+    1. DESTROY_EVENT of the previous call's (terminal) event, WRITE_BUFFER per input, then SUBMIT (the
+       device serves the ring in order, so the work sees the data);
+    2. POLL_EVENT, then READ_BUFFER per output. When the poll answers PENDING the reads are discarded and
+       the batch is posted again after a short back-off; once the poll is terminal (terminal is final),
+       the reads behind it saw the result.
 
-Outputs above ``SPECULATIVE_READ_BYTES`` are read only after a terminal poll, so a slow program is not
-read again on every poll. Only programs without variables run inline (their runs cannot observe each
-other); calls from several threads each take a staging set of their own, so they may overlap.
+The event is destroyed by the next call, not in batch 2: a destroy behind a PENDING poll could succeed
+once the work ended between the two, and the outcome would be lost. Outputs above ``SMALL_BYTES`` are
+read only after a terminal poll, so a slow program is not read again on every poll. Only programs
+without variables run inline (their runs cannot observe each other); calls from several threads each
+take a staging set of their own, so they may overlap.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from .wire_structs import (
 if TYPE_CHECKING:
     from .guest import VirtioAccelerator
 
-SPECULATIVE_READ_BYTES = 64 << 10
+SMALL_BYTES = 64 << 10  # outputs up to this are read speculatively, behind each poll
 _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
 _USAGE = int(BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE)
 _USAGE |= int(BufferUsage.TRANSFER_DESTINATION)
@@ -54,10 +57,11 @@ _STATEFUL = {Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE}
 class _Staging:
     """Device objects one inline call at a time uses: a queue and one buffer per slot."""
 
-    __slots__ = ("buffers", "queue")
+    __slots__ = ("buffers", "finished", "queue")
 
     def __init__(self, queue: int, buffers: list[int]) -> None:
         self.queue, self.buffers = queue, buffers
+        self.finished: int | None = None  # the last call's terminal event, destroyed by the next call
 
 
 class InlineRunner:
@@ -100,13 +104,17 @@ class InlineRunner:
     def _run(self, staging: _Staging, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         acc = self.acc
         commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = []
-        for buffer_id, value in zip(staging.buffers, inputs, strict=False):
-            data = memoryview(value.reshape(-1).view(np.uint8))
-            if data.nbytes > acc._write_chunk:
-                acc._write(buffer_id, 0, data)  # segmented, ahead of the batch
+        data = [memoryview(value.reshape(-1).view(np.uint8)) for value in inputs]
+        if any(view.nbytes > acc._write_chunk for view in data):
+            self._release_finished(staging)  # segmented writes go ahead of the batch
+        if staging.finished is not None:  # the previous call's event, terminal: released first
+            commands.append((Opcode.DESTROY_EVENT, ObjectPayload(staging.finished).pack(), b"", None))
+        for buffer_id, view in zip(staging.buffers, data, strict=False):
+            if view.nbytes > acc._write_chunk:
+                acc._write(buffer_id, 0, view)
             else:
-                prefix = TransferBufferRequest(buffer_id, 0, data.nbytes).pack()
-                commands.append((Opcode.WRITE_BUFFER, prefix, data, None))
+                prefix = TransferBufferRequest(buffer_id, 0, view.nbytes).pack()
+                commands.append((Opcode.WRITE_BUFFER, prefix, view, None))
         bindings = b"".join(
             WireBinding(buffer_id, 0, nbytes, slot, access).pack()
             for buffer_id, (slot, nbytes, access) in zip(staging.buffers, self._bindings, strict=True)
@@ -114,6 +122,8 @@ class InlineRunner:
         submit = SubmitRequest(staging.queue, self.program, len(self._bindings), 0, 0).pack()
         commands.append((Opcode.SUBMIT, submit + bindings, b"", None))
         answers = acc._batch(commands)
+        if commands[0][0] is Opcode.DESTROY_EVENT:
+            staging.finished = None
         submitted = answers[-1]
         if submitted.body is None:  # rejected: nothing retained
             _raise_first(answers, "inline run")
@@ -128,47 +138,52 @@ class InlineRunner:
             raise failure
 
     def _collect(self, staging: _Staging, event: int, outputs: Sequence[np.ndarray]) -> IronAccelError | None:
-        """Poll until terminal, read the outputs and destroy the event (speculatively in one batch).
-        Returns the call's error once the event is released; raises while it may still be held."""
+        """Poll until terminal and read the outputs (speculatively in the same batch while they are small).
+        The terminal event is kept for the next call's first batch to destroy. Returns the call's error."""
         acc = self.acc
         out_ids = staging.buffers[len(self.inputs) :]
         views = [memoryview(out.reshape(-1).view(np.uint8)) for out in outputs]
-        small = sum(v.nbytes for v in views) <= SPECULATIVE_READ_BYTES and all(
-            v.nbytes <= acc._read_chunk for v in views
-        )
+        small = sum(v.nbytes for v in views) <= SMALL_BYTES
         poll = (Opcode.POLL_EVENT, ObjectPayload(event).pack(), b"", None)
         reads = [
             (Opcode.READ_BUFFER, TransferBufferRequest(buffer_id, 0, view.nbytes).pack(), b"", view)
             for buffer_id, view in zip(out_ids, views, strict=True)
         ]
-        destroy = (Opcode.DESTROY_EVENT, ObjectPayload(event).pack(), b"", None)
-        # Speculative: poll, read, poll again, destroy. The reads count when the first poll was terminal;
-        # the destroy succeeds only once the second poll was (terminal is final), whose state then counts.
-        batch = [poll, *reads, poll, destroy] if small else [poll, destroy]
+        # Reads posted behind the poll count once the poll is terminal (terminal is final).
+        batch = [poll, *reads] if small else [poll]
         delay = _POLL_FIRST
         while True:
             answers = acc._batch(batch)
-            for answer in (answers[0], answers[-2]):
-                if answer.status != Status.OK:
-                    raise error_for(answer.status, "POLL_EVENT")
-            if answers[-1].status == Status.OK:
+            if answers[0].status != Status.OK:
+                self._abandon(event)
+                return error_for(answers[0].status, "POLL_EVENT")
+            state = answers[0].body
+            code = EventStateCode(state.state)
+            if code is not EventStateCode.PENDING:
                 break
-            if answers[-1].status != Status.BUSY:
-                raise error_for(answers[-1].status, "DESTROY_EVENT")
             time.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
-        first, state = EventStateCode(answers[0].body.state), answers[-2].body
-        code = EventStateCode(state.state)
+        staging.finished = event
         if code is EventStateCode.FAILED:
             return error_for(state.error, "execution")
         if code is not EventStateCode.COMPLETE:
             return error_for(Status.DEADLINE_EXPIRED, "execution")
-        if small and first is EventStateCode.COMPLETE:
-            failed = [a for a in answers[1:-2] if a.status != Status.OK]
+        if small:
+            failed = [a for a in answers[1:] if a.status != Status.OK]
             return error_for(failed[0].status, "READ_BUFFER") if failed else None
-        for buffer_id, view in zip(out_ids, views, strict=True):
-            acc._read(buffer_id, 0, view)  # raises the runtime error of a failed read
+        try:
+            for buffer_id, view in zip(out_ids, views, strict=True):
+                acc._read(buffer_id, 0, view)
+        except IronAccelError as exc:
+            return exc
         return None
+
+    def _release_finished(self, staging: _Staging) -> None:
+        if staging.finished is not None:
+            event, staging.finished = staging.finished, None
+            answer = self.acc._command(Opcode.DESTROY_EVENT, ObjectPayload(event).pack())
+            if answer.status != Status.OK:
+                raise error_for(answer.status, "DESTROY_EVENT")
 
     def _abandon(self, event: int) -> None:
         """A call that failed after its SUBMIT: let the work end and release its event (so the staging
@@ -215,6 +230,7 @@ class InlineRunner:
         with self._lock:
             sets, self._all, self._free = self._all, [], []
         for staging in sets:
+            self._release_finished(staging)
             buffers = [(Opcode.ALLOCATE_BUFFER, b) for b in staging.buffers]
             self._destroy([*buffers, (Opcode.CREATE_QUEUE, staging.queue)])
 
@@ -233,4 +249,4 @@ def _raise_first(answers: Sequence[Any], what: str) -> None:
             raise error_for(answer.status, what)
 
 
-__all__ = ["SPECULATIVE_READ_BYTES", "InlineRunner"]
+__all__ = ["SMALL_BYTES", "InlineRunner"]
