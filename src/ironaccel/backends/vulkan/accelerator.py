@@ -177,6 +177,8 @@ class VulkanAccelerator(Accelerator):
             limits.max_group_count,
             min(limits.max_memory_allocation, limits.max_buffer_size),
             limits.max_loop_iterations,
+            limits.max_shared_memory,
+            native.device.matrix_tiles,
         )
         loaded = LoadedProgram(native.memory, native.kernels, plan)
         with native.lock:

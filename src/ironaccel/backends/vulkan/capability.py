@@ -10,7 +10,7 @@ not offered.
 
 The FP16 tier is the FP32 tier's descriptor extended with every fp16 signature PRO-FP has for those
 operators (CONV / AVG_POOL2D with either accumulator type, CAST between fp16 and fp32 / INT8 / INT16 /
-INT32), except MATMUL's, which come with the MATMUL kernels' own fp16 forms. fp16 needs no device
+INT32), MATMUL's included (its kernels read fp16 directly, ``ops/matmul.py``). fp16 needs no device
 feature (it is stored as 16-bit halves of words and computed in fp32, see ``ops/fp16.py``), so every
 device offers both tiers and advertises the FP16 one: a single descriptor is what admits the programs
 that mix the two types (an fp32 CAST of an fp16 result), which one tier per type could not.
@@ -129,6 +129,7 @@ FP16_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
     **{op: FP16_CONV for op in (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)},
     Op.AVG_POOL2D: tuple(Signature.of(in_out_t="fp16", acc_t=t) for t in ("fp16", "fp32")),
     Op.ARGMAX: (Signature.of(in_t="fp16", out_t="int32"),),
+    Op.MATMUL: tuple(Signature.of(in_t="fp16", out_t=t) for t in ("fp16", "fp32")),  # ops/matmul.py
     Op.REDUCE_SUM: (Signature.of(in_out_t="fp16", acc_t="fp16"),),
     **{op: (Signature.of(index_t="int32", in_out_t="fp16"),) for op in (Op.GATHER, Op.SCATTER)},
     Op.RESIZE: (Signature.of(resize_t="fp16", in_t="fp16", out_t="fp16"),),

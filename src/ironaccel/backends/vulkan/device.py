@@ -41,7 +41,13 @@ _OPTIONAL = (
     ("v12", "storageBuffer8BitAccess"),
     ("v12", "shaderFloat16"),
     ("v12", "shaderInt8"),
+    ("v12", "vulkanMemoryModel"),
+    ("v12", "vulkanMemoryModelDeviceScope"),
 )
+COOPERATIVE_MATRIX = "VK_KHR_cooperative_matrix"
+# What a cooperative-matrix kernel needs beside the extension's own feature.
+_MATRIX_NEEDS = ("shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel", "vulkanMemoryModelDeviceScope")
+_COMPONENTS = {0: "fp16", 1: "fp32", 2: "fp64", 3: "int8", 4: "int16", 5: "int32", 7: "uint8", 8: "uint16"}
 # Required features: (struct, field).
 _REQUIRED = (("v12", "timelineSemaphore"), ("v13", "synchronization2"), ("v13", "maintenance4"))
 
@@ -94,6 +100,9 @@ class PhysicalDevice:
     compute_family: int | None
     features: dict[str, bool]
     nan_preserve: bool
+    # Cooperative-matrix configurations (subgroup scope, A and B of one type, C and result of one):
+    # "<A>:<M>x<N>x<K>:<C>", e.g. "fp16:16x16x16:fp32". Empty without VK_KHR_cooperative_matrix.
+    matrix_tiles: frozenset[str] = frozenset()
 
     @property
     def uuid_hex(self) -> str:
@@ -145,6 +154,8 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         nan_preserve = bool(p12.shaderSignedZeroInfNanPreserveFloat32)
         max_buffer = int(p13.maxBufferSize)
         features = _features(inst, handle)
+    # matmul_coop.comp is written for 32-wide subgroups (4 per workgroup)
+    matrix_tiles = _matrix_tiles(inst, handle, features) if v13 and p11.subgroupSize == 32 else frozenset()
     lim = p.limits
     limits = Limits(
         max_storage_buffer_range=int(lim.maxStorageBufferRange),
@@ -191,7 +202,50 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         compute_family=compute[0] if compute else None,
         features=features,
         nan_preserve=nan_preserve,
+        matrix_tiles=matrix_tiles,
     )
+
+
+def _matrix_tiles(inst: Instance, handle: Any, features: dict[str, bool]) -> frozenset[str]:
+    """The device's cooperative-matrix configurations, or none where the extension, its feature or
+    what the kernels need beside it (:data:`_MATRIX_NEEDS`) is missing."""
+    vk, ffi, lib = inst.vk, inst.ffi, inst.vk.lib
+    names = {str(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(handle, None)}  # str already
+    if COOPERATIVE_MATRIX not in names:
+        return frozenset()
+    if not all(any(features.get(f"{s}.{f}") for s in ("v11", "v12")) for f in _MATRIX_NEEDS):
+        return frozenset()
+    chain: list[Any] = []
+    f2 = _new(ffi, "VkPhysicalDeviceFeatures2", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, chain)
+    coop = _new(
+        ffi,
+        "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        chain,
+    )
+    lib.vkGetPhysicalDeviceFeatures2(handle, f2)
+    if not coop.cooperativeMatrix:
+        return frozenset()
+    # Called directly: the package's wrapper leaves each returned struct's sType unset.
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+    address = lib.vkGetInstanceProcAddr(inst.handle, name.encode())
+    if address == ffi.NULL:
+        return frozenset()
+    fn = ffi.cast(f"PFN_{name}", address)
+    count = ffi.new("uint32_t *")
+    binding.check(fn(handle, count, ffi.NULL), name)
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    for i in range(count[0]):
+        props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    binding.check(fn(handle, count, props), name)
+    tiles = set()
+    for i in range(count[0]):
+        q = props[i]
+        if q.scope != vk.VK_SCOPE_SUBGROUP_KHR or q.AType != q.BType or q.CType != q.ResultType:
+            continue
+        if q.AType in _COMPONENTS and q.CType in _COMPONENTS and not q.saturatingAccumulation:
+            tiles.add(f"{_COMPONENTS[q.AType]}:{q.MSize}x{q.NSize}x{q.KSize}:{_COMPONENTS[q.CType]}")
+    return frozenset(tiles)
 
 
 def _max_allocation(inst: Instance, handle: Any, v13: bool) -> int:
@@ -306,8 +360,20 @@ class Device:
             if pd.features.get(f"{s}.{field}"):
                 setattr(structs[s], field, 1)
                 self.enabled.add(field)
+        self.matrix_tiles = pd.matrix_tiles
+        extensions = []
+        if pd.matrix_tiles:  # _matrix_tiles checked the extension, its feature and _MATRIX_NEEDS
+            coop = _new(
+                self.ffi,
+                "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+                structs["_keep"],
+            )
+            coop.cooperativeMatrix = 1
+            extensions.append(COOPERATIVE_MATRIX)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
-        info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info])
+        named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
+        info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)
         self._feature_chain = structs  # alive while the create call reads it
         self.handle = binding.call(vk.vkCreateDevice, pd.handle, info, None, what="vkCreateDevice")
         self.queue = vk.vkGetDeviceQueue(self.handle, family, 0)

@@ -74,6 +74,8 @@ class _Context:
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
         self.max_groups = planner.max_groups
         self.max_loop_iterations = planner.max_loop_iterations
+        self.max_shared_memory = planner.max_shared_memory
+        self.matrix_tiles = planner.matrix_tiles
 
     def place(self, tensor: Tensor) -> Place:
         return self.planner.place(tensor.name)
@@ -90,13 +92,21 @@ class _Context:
 
 class _Planner:
     def __init__(
-        self, program: Program, alignment: int, max_groups: tuple[int, int, int], max_loop_iterations: int | None
+        self,
+        program: Program,
+        alignment: int,
+        max_groups: tuple[int, int, int],
+        max_loop_iterations: int | None,
+        max_shared_memory: int = 16384,
+        matrix_tiles: frozenset[str] = frozenset(),
     ) -> None:
         self.program = program
         self.block = program.main
         self.alignment = alignment
         self.max_groups = max_groups
         self.max_loop_iterations = max_loop_iterations
+        self.max_shared_memory = max_shared_memory
+        self.matrix_tiles = matrix_tiles
         for t in self.block.tensors:
             if t.unranked or any(d < 0 for d in t.shape):
                 raise LoweringError(f"tensor {t.name!r} has no static shape; the Vulkan backend needs static shapes")
@@ -189,12 +199,17 @@ def build(
     max_groups: tuple[int, int, int] = (65535,) * 3,
     max_buffer_bytes: int | None = None,
     max_loop_iterations: int | None = None,
+    max_shared_memory: int = 16384,
+    matrix_tiles: frozenset[str] = frozenset(),
 ) -> Plan:
     """Plan ``program`` (validated and admitted) for a device with these limits. ResourceLimit when the
     arena or the constants exceed ``max_buffer_bytes`` (one buffer holds each), or a kernel would loop
-    more than ``max_loop_iterations`` times in one invocation (a driver's cap)."""
+    more than ``max_loop_iterations`` times in one invocation (a driver's cap). ``max_shared_memory``
+    (bytes per workgroup) and ``matrix_tiles`` (cooperative-matrix configurations) pick kernels."""
     alignment = max(ARENA_ALIGNMENT, min_offset_alignment)
-    plan = _Planner(program, alignment, max_groups, max_loop_iterations).run()
+    plan = _Planner(
+        program, alignment, max_groups, max_loop_iterations, max_shared_memory, matrix_tiles
+    ).run()
     if max_buffer_bytes is not None:
         for what, size in (("intermediates, inputs and outputs", plan.arena_bytes), ("constants", plan.const_bytes)):
             if size > max_buffer_bytes:

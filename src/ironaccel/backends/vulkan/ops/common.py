@@ -73,6 +73,8 @@ class LoweringContext(Protocol):
     outputs: tuple[Tensor, ...]
     max_groups: tuple[int, int, int]
     max_loop_iterations: int | None  # per invocation, where the driver caps them (see device.Limits)
+    max_shared_memory: int  # bytes of shared memory a workgroup may use
+    matrix_tiles: frozenset[str]  # cooperative-matrix configurations the device offers (ops.matmul.COOP_FP16)
 
     def place(self, tensor: Tensor) -> Place:
         """Where ``tensor`` lives (constants are uploaded on first request)."""

@@ -68,6 +68,8 @@ class _Widened:
         self.outputs = tuple(_as_fp32(t) for t in outer.outputs)
         self.max_groups = outer.max_groups
         self.max_loop_iterations = outer.max_loop_iterations
+        self.max_shared_memory = outer.max_shared_memory
+        self.matrix_tiles = outer.matrix_tiles
         self.before: list[Step] = []
         self.after: list[Step] = []
         self._places: dict[str, Place] = {}

@@ -1,8 +1,6 @@
-"""The tensor operators on fp32: MATMUL, CONV2D, CONV3D, TRANSPOSE_CONV2D, DEPTHWISE_CONV2D,
-AVG_POOL2D, MAX_POOL2D and ARGMAX (zero points are constant zeros; admission checks it).
-
-* MATMUL: ``matmul.comp``, a 16 x 16 shared-memory tile kernel accumulating with fma; batches beyond
-  the device's z group limit become further dispatches.
+"""The tensor operators on fp32: CONV2D, CONV3D, TRANSPOSE_CONV2D, DEPTHWISE_CONV2D, AVG_POOL2D,
+MAX_POOL2D and ARGMAX (zero points are constant zeros; admission checks it). MATMUL has its own module
+(:mod:`.matmul`).
 * CONV2D / CONV3D / TRANSPOSE_CONV2D: ``conv.comp``, an implicit GEMM (output positions x output
   channels, reduced over kernel taps x input channels) in shared-memory tiles of 64 x 64, 64 x 16 or
   16 x 16 outputs, the widths chosen by the channel count and the number of positions; see the shader
@@ -15,35 +13,11 @@ AVG_POOL2D, MAX_POOL2D and ARGMAX (zero points are constant zeros; admission che
 from __future__ import annotations
 
 import math
-import struct
 
 from ....core.errors import ResourceLimit
 from ....tosa.operators import Op
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, nan_mode, words
-
-TILE = 16
-
-
-@lowering(Op.MATMUL)
-def matmul(ctx: LoweringContext) -> list[Step]:
-    a, b = ctx.inputs[0], ctx.inputs[1]
-    out = ctx.outputs[0]
-    n, h, c = a.shape
-    w = b.shape[2]
-    if out.size == 0:
-        return []
-    gx, gy = -(-w // TILE), -(-h // TILE)
-    limit_x, limit_y, limit_z = ctx.max_groups
-    if gx > limit_x or gy > limit_y:
-        raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
-    reads, writes = (ctx.place(a), ctx.place(b)), (ctx.place(out),)
-    steps: list[Step] = []
-    for base in range(0, n, limit_z):
-        count = min(limit_z, n - base)
-        push = struct.pack("<4I", base, h, c, w)
-        steps.append(Dispatch("matmul", (), reads, writes, push, (gx, gy, count)))
-    return steps
 
 
 def _tiles(rows: int, channels: int) -> tuple[int, int]:

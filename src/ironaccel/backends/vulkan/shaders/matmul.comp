@@ -1,48 +1,229 @@
 #version 460
-// MATMUL fp32: [N, H, C] x [N, C, W] -> [N, H, W]. A 16 x 16 output tile per workgroup; A and B
-// tiles of 16 along C are staged in shared memory, and every invocation accumulates its output
-// element with fma in fp32 (one rounding per step). Out-of-range tile entries are zeros, which only
-// meet each other or rows / columns that are never written.
+// MATMUL: [N, H, C] x [N, C, W] -> [N, H, W] with fp32 accumulation (fma, one chain per output).
+//
+// Register-blocked: a workgroup of TX x TY invocations computes a BM x BN tile (BM = TY * TM,
+// BN = TX * TN) and each invocation a TM x TN block of it, held in registers. The reduction runs in
+// steps of BK: the A slice (BM x BK, stored transposed so a column of it is contiguous) and the B
+// slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 + TN / 4 vectors per k
+// for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
+// registers before the current one is multiplied and stored after it, so one barrier per step
+// suffices and the loads' latency hides behind the arithmetic.
+//
+// Entries outside the matrices (partial tiles, the end of C) are staged as zeros: a zero product only
+// meets another zero, and adding +0 to an accumulator that starts at +0 changes nothing.
+//
+// Split-k: the workgroup's z index is (batch, slice); slice s reduces C over [s KS, (s + 1) KS) and
+// writes its partial sums to slice s of the output binding (then [S, N, H, W]); matmul_reduce.comp
+// adds the slices in order.
+//
+// Specialization constants: 0 TX, 1 TY, 2 TM, 3 TN (4 or 8), 4 BK (multiple of 4), 5 IN_FP16 (the
+// inputs are fp16 halves, widened exactly with include/fp16.glsl), 6 VEC (C and W are multiples of 4:
+// global loads and stores move vec4s).
 #extension GL_GOOGLE_include_directive : require
 #include "include/float_controls.glsl"
+#include "include/fp16.glsl"
 
-#define TILE 16u
-layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z = 1) in;
+layout(constant_id = 2) const uint TM = 8u;
+layout(constant_id = 3) const uint TN = 8u;
+layout(constant_id = 4) const uint BK = 8u;
+layout(constant_id = 5) const uint IN_FP16 = 0u;
+layout(constant_id = 6) const uint VEC = 0u;
+
+const uint TX = gl_WorkGroupSize.x;
+const uint TY = gl_WorkGroupSize.y;
+const uint THREADS = TX * TY;
+const uint BM = TY * TM;
+const uint BN = TX * TN;
+const uint AQ = BM * BK / 4u;  // vec4s per A slice
+const uint BQ = BN * BK / 4u;
+const uint A_LOADS = (AQ + THREADS - 1u) / THREADS;  // vec4s each invocation stages per step
+const uint B_LOADS = (BQ + THREADS - 1u) / THREADS;
 
 layout(set = 0, binding = 0, std430) readonly buffer A { float a[]; };
+layout(set = 0, binding = 0, std430) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 0, std430) readonly buffer AH { uint ah[]; };
 layout(set = 0, binding = 1, std430) readonly buffer B { float b[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer BH { uint bh[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out4 { vec4 outv4[]; };
 
 layout(push_constant, std430) uniform Params {
     uint batch_base;  // first batch of this dispatch (batches beyond the z group limit)
     uint H;
     uint C;
     uint W;
+    uint slices;  // split-k slices (1: no split)
+    uint KS;      // C per slice, a multiple of BK
 } p;
 
-shared float ta[TILE][TILE + 1u];
-shared float tb[TILE][TILE + 1u];
+shared vec4 sa[2][AQ];  // [k][m / 4]: the A slice transposed
+shared vec4 sb[2][BQ];  // [k][n / 4]
+
+float load_a(uint index) {
+    if (IN_FP16 != 0u) {
+        uint bits = (ah[index >> 1] >> ((index & 1u) << 4)) & 0xffffu;
+        return uintBitsToFloat(ia_f16_bits_to_f32_bits(bits));
+    }
+    return a[index];
+}
+
+float load_b(uint index) {
+    if (IN_FP16 != 0u) {
+        uint bits = (bh[index >> 1] >> ((index & 1u) << 4)) & 0xffffu;
+        return uintBitsToFloat(ia_f16_bits_to_f32_bits(bits));
+    }
+    return b[index];
+}
+
+// vec4 q of the A slice starting at k0: rows m = q / (BK / 4), columns k0 + 4 (q % (BK / 4)) + 0..3.
+vec4 fetch_a(uint q, uint a_base, uint row0, uint k0, uint k_end) {
+    uint m = q / (BK / 4u);
+    uint k = k0 + 4u * (q % (BK / 4u));
+    uint row = row0 + m;
+    if (row >= p.H || k >= k_end) {
+        return vec4(0.0);
+    }
+    uint at = a_base + row * p.C + k;
+    if (VEC != 0u) {
+        return a4[at >> 2];  // C % 4 == 0 and k_end a multiple of 4: the vector is whole
+    }
+    vec4 v;
+    for (uint i = 0u; i < 4u; ++i) {
+        v[i] = k + i < k_end ? load_a(at + i) : 0.0;
+    }
+    return v;
+}
+
+// vec4 q of the B slice: row k0 + q / (BN / 4), columns col0 + 4 (q % (BN / 4)) + 0..3.
+vec4 fetch_b(uint q, uint b_base, uint col0, uint k0, uint k_end) {
+    uint k = k0 + q / (BN / 4u);
+    uint col = col0 + 4u * (q % (BN / 4u));
+    if (k >= k_end || col >= p.W) {
+        return vec4(0.0);
+    }
+    uint at = b_base + k * p.W + col;
+    if (VEC != 0u) {
+        return b4[at >> 2];
+    }
+    vec4 v;
+    for (uint i = 0u; i < 4u; ++i) {
+        v[i] = col + i < p.W ? load_b(at + i) : 0.0;
+    }
+    return v;
+}
+
+void stage(uint buf, vec4 ra[A_LOADS], vec4 rb[B_LOADS], uint tid) {
+    for (uint i = 0u; i < A_LOADS; ++i) {
+        uint q = tid + i * THREADS;
+        if (q < AQ) {
+            uint m = q / (BK / 4u);
+            uint k = 4u * (q % (BK / 4u));
+            // transposed: element (m, k + j) goes to sa[k + j][m]
+            for (uint j = 0u; j < 4u; ++j) {
+                sa[buf][(k + j) * (BM / 4u) + (m >> 2)][m & 3u] = ra[i][j];
+            }
+        }
+    }
+    for (uint i = 0u; i < B_LOADS; ++i) {
+        uint q = tid + i * THREADS;
+        if (q < BQ) {
+            sb[buf][q] = rb[i];
+        }
+    }
+}
 
 void main() {
-    uint lx = gl_LocalInvocationID.x;
-    uint ly = gl_LocalInvocationID.y;
-    uint n = p.batch_base + gl_WorkGroupID.z;
-    uint row = gl_WorkGroupID.y * TILE + ly;
-    uint col = gl_WorkGroupID.x * TILE + lx;
+    uint tx = gl_LocalInvocationID.x;
+    uint ty = gl_LocalInvocationID.y;
+    uint tid = ty * TX + tx;
+    uint n = p.batch_base + gl_WorkGroupID.z / p.slices;
+    uint slice = gl_WorkGroupID.z % p.slices;
+    uint row0 = gl_WorkGroupID.y * BM;
+    uint col0 = gl_WorkGroupID.x * BN;
     uint a_base = n * p.H * p.C;
     uint b_base = n * p.C * p.W;
-    float acc = 0.0;
-    for (uint k0 = 0u; k0 < p.C; k0 += TILE) {
-        ta[ly][lx] = (row < p.H && k0 + lx < p.C) ? a[a_base + row * p.C + k0 + lx] : 0.0;
-        tb[ly][lx] = (k0 + ly < p.C && col < p.W) ? b[b_base + (k0 + ly) * p.W + col] : 0.0;
-        barrier();
-        uint kmax = min(TILE, p.C - k0);
-        for (uint k = 0u; k < kmax; ++k) {
-            acc = fma(ta[ly][k], tb[k][lx], acc);
+    uint k_begin = slice * p.KS;
+    uint k_end = min(p.C, k_begin + p.KS);
+
+    float acc[TM][TN];
+    for (uint i = 0u; i < TM; ++i) {
+        for (uint j = 0u; j < TN; ++j) {
+            acc[i][j] = 0.0;
         }
-        barrier();
     }
-    if (row < p.H && col < p.W) {
-        outv[n * p.H * p.W + row * p.W + col] = acc;
+    vec4 ra[A_LOADS];
+    vec4 rb[B_LOADS];
+    for (uint i = 0u; i < A_LOADS; ++i) {
+        ra[i] = fetch_a(tid + i * THREADS, a_base, row0, k_begin, k_end);
+    }
+    for (uint i = 0u; i < B_LOADS; ++i) {
+        rb[i] = fetch_b(tid + i * THREADS, b_base, col0, k_begin, k_end);
+    }
+    stage(0u, ra, rb, tid);
+    barrier();
+
+    uint buf = 0u;
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        uint next = k0 + BK;
+        if (next < k_end) {  // read the next slice now; it is stored once this one is used
+            for (uint i = 0u; i < A_LOADS; ++i) {
+                ra[i] = fetch_a(tid + i * THREADS, a_base, row0, next, k_end);
+            }
+            for (uint i = 0u; i < B_LOADS; ++i) {
+                rb[i] = fetch_b(tid + i * THREADS, b_base, col0, next, k_end);
+            }
+        }
+        for (uint k = 0u; k < BK; ++k) {
+            float av[TM];
+            float bv[TN];
+            for (uint i = 0u; i < TM / 4u; ++i) {
+                vec4 v = sa[buf][k * (BM / 4u) + ty * (TM / 4u) + i];
+                av[4u * i] = v.x;
+                av[4u * i + 1u] = v.y;
+                av[4u * i + 2u] = v.z;
+                av[4u * i + 3u] = v.w;
+            }
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                vec4 v = sb[buf][k * (BN / 4u) + tx * (TN / 4u) + j];
+                bv[4u * j] = v.x;
+                bv[4u * j + 1u] = v.y;
+                bv[4u * j + 2u] = v.z;
+                bv[4u * j + 3u] = v.w;
+            }
+            for (uint i = 0u; i < TM; ++i) {
+                for (uint j = 0u; j < TN; ++j) {
+                    acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+                }
+            }
+        }
+        if (next < k_end) {
+            stage(buf ^ 1u, ra, rb, tid);
+        }
+        barrier();  // the next slice is visible, and every read of this one is done before it is overwritten
+        buf ^= 1u;
+    }
+
+    // split dispatches start at batch 0 and cover every batch, so N = groups in z / slices there
+    uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * p.H * p.W;
+    uint col = col0 + tx * TN;
+    for (uint i = 0u; i < TM; ++i) {
+        uint row = row0 + ty * TM + i;
+        if (row >= p.H) {
+            break;
+        }
+        uint at = out_base + row * p.W + col;
+        if (VEC != 0u && col + TN <= p.W) {
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                outv4[(at >> 2) + j] = vec4(acc[i][4u * j], acc[i][4u * j + 1u], acc[i][4u * j + 2u], acc[i][4u * j + 3u]);
+            }
+        } else {
+            for (uint j = 0u; j < TN; ++j) {
+                if (col + j < p.W) {
+                    outv[at + j] = acc[i][j];
+                }
+            }
+        }
     }
 }
