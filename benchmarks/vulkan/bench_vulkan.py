@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""The Vulkan backend on a GPU against cuBLAS / torch on the same card, in one run.
+
+    python3 benchmarks/vulkan/bench_vulkan.py [--device nvidia] [--out DIR] [--quick]
+
+Measures (each IronAccel figure through the runtime contract: buffers allocated and filled once on the
+device, the loaded program submitted back to back, per-submission time = total / count; a user-API
+wall time beside it where it says something different):
+
+* MATMUL 8192^3 fp32 vs torch.matmul on CUDA with TF32 off (cuBLAS SGEMM); fp16 (fp16 result) vs
+  torch fp16 (cuBLAS HGEMM). Checked against float64 on the GPU by ||out - ref|| / ||ref||.
+* ADD of two 1 GiB fp32 tensors vs torch's clone of 1 GiB, as bandwidth (bytes read + written).
+* submit -> complete latency (median, polled) of a 1-operator and a 50-operator program.
+* The bundled framework-produced programs (src/ironaccel/models, fp32) vs torch eager on CUDA.
+
+Per-submission times include the backend's device-side copies of the bound inputs into the program's
+arena and of the outputs back (ADR 0008: bound buffers are copied); no Vulkan timestamp query is read
+here, so there is no kernel-only figure. Writes results.md / results.json to --out (default
+benchmarks/vulkan/results) and prints the table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "examples"))
+
+import ironaccel  # noqa: E402
+from ironaccel.runtime.types import Binding, BufferDesc, BufferUsage, MemoryDomain  # noqa: E402
+from ironaccel.tosa import ProgramBuilder, load  # noqa: E402
+from ironaccel.tosa.operators import Op  # noqa: E402
+
+TARGETS = {"matmul_fp32": 0.8, "matmul_fp16": 0.6, "add_1gib": 0.85}
+LATENCY_TARGET_US = 20.0
+USAGE = BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE
+USAGE |= BufferUsage.TRANSFER_DESTINATION
+
+
+class Loaded:
+    """A program compiled on the device with its inputs and outputs in device buffers."""
+
+    def __init__(self, dev: Any, program: Any, inputs: list[np.ndarray]) -> None:
+        self.dev, self.acc = dev, dev.accelerator
+        self.exe = dev.compile(program, resident_bytes=1 << 40)
+        self.buffers = []
+        specs = (*self.exe.inputs, *self.exe.outputs)
+        for spec in specs:
+            desc = BufferDesc(max(spec.nbytes, 1), MemoryDomain.DEVICE, USAGE)
+            self.buffers.append(self.acc.allocate_buffer(dev.context, desc))
+        for buf, value in zip(self.buffers, inputs, strict=False):
+            self.acc.write_buffer(buf, 0, np.ascontiguousarray(value).reshape(-1).view(np.uint8))
+        self.bindings = [Binding(i, b, 0, s.nbytes) for i, (b, s) in enumerate(zip(self.buffers, specs, strict=True))]
+
+    def submit(self) -> Any:
+        return self.acc.submit(self.dev.queue, self.exe.program, self.bindings)
+
+    def per_run_seconds(self, count: int) -> float:
+        """Back-to-back submissions, waited for together: device time per submission."""
+        self.finish(self.submit())  # warm
+        start = time.perf_counter()
+        events = [self.submit() for _ in range(count)]
+        for e in events:
+            self.finish(e)
+        return (time.perf_counter() - start) / count
+
+    def latency_us(self, count: int) -> float:
+        """Median submit -> complete, completion observed by polling."""
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            event = self.submit()
+            while not self.acc.poll_event(event).terminal:
+                pass
+            samples.append(time.perf_counter() - start)
+            self.acc.destroy_event(event)
+        return statistics.median(samples) * 1e6
+
+    def finish(self, event: Any) -> None:
+        self.acc.wait(event, None)
+        self.acc.destroy_event(event)
+
+    def output(self, index: int = 0) -> np.ndarray:
+        spec = self.exe.outputs[index]
+        value = np.empty(spec.shape, spec.numpy_dtype)
+        buf = self.buffers[len(self.exe.inputs) + index]
+        self.acc.read_buffer(buf, 0, spec.nbytes, out=value.reshape(-1).view(np.uint8))
+        return value
+
+    def close(self) -> None:
+        for b in self.buffers:
+            self.acc.free_buffer(b)
+        self.exe.close()
+
+
+def cuda_ms(torch: Any, fn: Any, reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def matmul_program(n: int, dtype: str) -> Any:
+    b = ProgramBuilder()
+    x, y = b.input("a", (1, n, n), dtype), b.input("b", (1, n, n), dtype)
+    b.output(b.op(Op.MATMUL, [x, y, 0, 0], out_dtype=dtype))
+    return b.build()
+
+
+def bench_matmul(dev: Any, torch: Any, n: int, dtype: str, reps: int) -> dict[str, Any]:
+    npdt = np.float32 if dtype == "fp32" else np.float16
+    tdt = torch.float32 if dtype == "fp32" else torch.float16
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ta = torch.randn((n, n), device="cuda", generator=gen).to(tdt)
+    tb = torch.randn((n, n), device="cuda", generator=gen).to(tdt)
+    peer = cuda_ms(torch, lambda: torch.matmul(ta, tb), reps)
+    a, b = ta.cpu().numpy().astype(npdt), tb.cpu().numpy().astype(npdt)
+    loaded = Loaded(dev, matmul_program(n, dtype), [a.reshape(1, n, n), b.reshape(1, n, n)])
+    try:
+        ours = loaded.per_run_seconds(reps) * 1e3
+        got = torch.from_numpy(loaded.output().reshape(n, n).astype(np.float64)).cuda()
+        ref = torch.matmul(ta.double(), tb.double())
+        rel = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
+        ref_low = torch.matmul(ta, tb).double()
+        peer_rel = float(torch.linalg.norm(ref_low - ref) / torch.linalg.norm(ref))
+        kernels = sorted({s.shader for s in _plan_of(loaded).steps if hasattr(s, "shader")})
+    finally:
+        loaded.close()
+    flop = 2.0 * n**3
+    return {
+        "ironaccel_ms": ours,
+        "peer_ms": peer,
+        "ratio": peer / ours,
+        "ironaccel_tflops": flop / ours / 1e9,
+        "peer_tflops": flop / peer / 1e9,
+        "rel_error": rel,
+        "peer_rel_error": peer_rel,
+        "kernels": kernels,
+    }
+
+
+def _plan_of(loaded: Loaded) -> Any:
+    for p in loaded.acc._native.programs:
+        return p.plan
+    raise RuntimeError("no program loaded")
+
+
+def bench_add(dev: Any, torch: Any, reps: int, elements: int) -> dict[str, Any]:
+    gib = elements * 4
+    src = torch.randn(elements, device="cuda")
+    copy_ms = cuda_ms(torch, lambda: src.clone(), reps)
+    copy_bw = 2 * gib / copy_ms / 1e6  # GB/s, read + write
+    b = ProgramBuilder()
+    x, y = b.input("x", (elements,), "fp32"), b.input("y", (elements,), "fp32")
+    b.output(b.add(x, y))
+    xs = np.random.default_rng(1).standard_normal(elements, dtype=np.float32)
+    loaded = Loaded(dev, b.build(), [xs, xs[::-1].copy()])
+    try:
+        ours = loaded.per_run_seconds(reps) * 1e3
+        got = loaded.output()
+        exact = bool(np.array_equal(got, xs + xs[::-1]))
+    finally:
+        loaded.close()
+    add_bw = 3 * gib / ours / 1e6
+    return {
+        "ironaccel_ms": ours,
+        "peer_ms": copy_ms,
+        "ironaccel_gbps": add_bw,
+        "peer_gbps": copy_bw,
+        "ratio": add_bw / copy_bw,
+        "exact": exact,
+    }
+
+
+def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
+    b = ProgramBuilder()
+    x = b.input("x", (256,), "fp32")
+    v = x
+    for _ in range(ops):
+        v = b.add(v, x)
+    b.output(v)
+    loaded = Loaded(dev, b.build(), [np.ones(256, np.float32)])
+    try:
+        for _ in range(50):
+            loaded.finish(loaded.submit())
+        median = loaded.latency_us(count)
+        exe = loaded.exe
+        user = []
+        value = np.ones(256, np.float32)
+        for _ in range(count // 4):
+            start = time.perf_counter()
+            exe(value)
+            user.append(time.perf_counter() - start)
+    finally:
+        loaded.close()
+    return {"ops": ops, "median_us": median, "user_api_median_us": statistics.median(user) * 1e6}
+
+
+def bench_models(dev: Any, torch: Any, reps: int) -> list[dict[str, Any]]:
+    import export_models  # examples/: the modules the bundled programs were exported from
+
+    torch.manual_seed(0)  # same construction order as export_models.main, so the same weights
+    modules = {"cnn_fp32": export_models.SmallCNN().eval(), "attention_fp32": export_models.AttentionBlock().eval()}
+    rows = []
+    for path in sorted((ROOT / "src" / "ironaccel" / "models").glob("*.tosa")):
+        meta = json.loads(path.with_suffix(".json").read_text())
+        if meta["quantized"] or path.stem not in modules:
+            continue
+        recorded = np.load(path.with_name(f"{path.stem}.torch.npz"))
+        x = recorded["input"]
+        exe = dev.compile(load(path.read_bytes()), resident_bytes=1 << 32)
+        try:
+            (got,) = exe(x)
+            walls = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                exe(x)
+                walls.append(time.perf_counter() - start)
+            loaded = Loaded(dev, load(path.read_bytes()), [x])
+            try:
+                device_ms = loaded.per_run_seconds(reps) * 1e3
+            finally:
+                loaded.close()
+        finally:
+            exe.close()
+        module = modules[path.stem].cuda()
+        tx = torch.from_numpy(x).cuda()
+        with torch.no_grad():
+            eager_ms = cuda_ms(torch, lambda m=module, t=tx: m(t), reps)
+            walls_t = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                module(tx)
+                torch.cuda.synchronize()
+                walls_t.append(time.perf_counter() - start)
+        diff = float(np.max(np.abs(got - recorded["output"])))
+        rows.append(
+            {
+                "model": path.stem,
+                "ironaccel_ms": statistics.median(walls) * 1e3,
+                "ironaccel_submit_ms": device_ms,
+                "peer_ms": statistics.median(walls_t) * 1e3,
+                "peer_event_ms": eager_ms,
+                "ratio": statistics.median(walls_t) / statistics.median(walls),
+                "max_abs_diff_vs_recorded": diff,
+            }
+        )
+    return rows
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| measurement | IronAccel Vulkan | peer (torch / cuBLAS) | ratio | target | hit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, label in (("matmul_fp32", "MATMUL 8192^3 fp32 (SGEMM, no TF32)"), ("matmul_fp16", "MATMUL 8192^3 fp16")):
+        r = results.get(key)
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"| {label} | error: {r['error'][:80]} | | | {TARGETS[key]} | miss |")
+            continue
+        hit = "hit" if r["ratio"] >= TARGETS[key] else "miss"
+        lines.append(
+            f"| {label} | {r['ironaccel_ms']:.2f} ms ({r['ironaccel_tflops']:.1f} TFLOP/s, err {r['rel_error']:.1e}, "
+            f"{'+'.join(r['kernels'])}) | {r['peer_ms']:.2f} ms ({r['peer_tflops']:.1f} TFLOP/s) | "
+            f"{r['ratio']:.2f}x | >= {TARGETS[key]}x | {hit} |"
+        )
+    r = results.get("add_1gib")
+    if r is not None:
+        hit = "hit" if r["ratio"] >= TARGETS["add_1gib"] else "miss"
+        lines.append(
+            f"| ADD 2^28 fp32 (1 GiB each) vs clone 1 GiB | "
+            f"{r['ironaccel_ms']:.2f} ms ({r['ironaccel_gbps']:.0f} GB/s) | "
+            f"{r['peer_ms']:.2f} ms ({r['peer_gbps']:.0f} GB/s) | {r['ratio']:.2f}x | >= 0.85x | {hit} |"
+        )
+    for r in results.get("latency", []):
+        target = f"<= {LATENCY_TARGET_US:.0f} us" if r["ops"] == 1 else ""
+        hit = ("hit" if r["median_us"] <= LATENCY_TARGET_US else "miss") if r["ops"] == 1 else ""
+        lines.append(
+            f"| submit->complete, {r['ops']}-operator program | {r['median_us']:.1f} us median "
+            f"(user API call {r['user_api_median_us']:.1f} us) | | | {target} | {hit} |"
+        )
+    for r in results.get("models", []):
+        lines.append(
+            f"| {r['model']} end to end | {r['ironaccel_ms']:.3f} ms (contract {r['ironaccel_submit_ms']:.3f} ms) | "
+            f"{r['peer_ms']:.3f} ms torch eager ({r['peer_event_ms']:.3f} ms by events) | {r['ratio']:.2f}x | | |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="nvidia")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    parser.add_argument("--skip", default="", help="comma-separated: matmul_fp32,matmul_fp16,add,latency,models")
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    n = 1024 if args.quick else 8192
+    elements = (1 << 24) if args.quick else (1 << 28)
+    dev = ironaccel.open(f"vulkan:{args.device}")
+    info = dev.accelerator._native.device
+    results: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device": info.physical.name,
+        "matrix_tiles": sorted(info.matrix_tiles),
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(),
+        "n": n,
+    }
+    print(f"device {results['device']}, matrix tiles {results['matrix_tiles']}", flush=True)
+    for key, dtype in (("matmul_fp32", "fp32"), ("matmul_fp16", "fp16")):
+        if key in skip:
+            continue
+        try:
+            results[key] = bench_matmul(dev, torch, n, dtype, 10)
+        except Exception as exc:  # noqa: BLE001 - reported in the table; the rest still runs
+            results[key] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(key, results[key], flush=True)
+    if "add" not in skip:
+        results["add_1gib"] = bench_add(dev, torch, 20, elements)
+        print("add", results["add_1gib"], flush=True)
+    if "latency" not in skip:
+        results["latency"] = [bench_latency(dev, ops, 2000) for ops in (1, 50)]
+        print("latency", results["latency"], flush=True)
+    if "models" not in skip:
+        results["models"] = bench_models(dev, torch, 50)
+        print("models", results["models"], flush=True)
+    dev.close()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = table(results)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text(f"# Vulkan backend on {results['device']} ({results['date']})\n\n{text}\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
