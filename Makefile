@@ -59,12 +59,13 @@ conformance: venv tosa-tools
 fuzz-tosa: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -s -m slow tests/test_tosa_fuzz.py
 
-# make fuzz-virtio - fuzz the virtio-accel frame decoders (IRONACCEL_FUZZ_EXAMPLES inputs each, default 10^6) and
-# as many commands of hostile guest sessions against the device engine (about two minutes in all)
+# make fuzz-virtio - fuzz the virtio-accel frame decoders, the chain walker and ring indices, hostile guest sessions
+# against the device engine and over the daemon's socket (IRONACCEL_FUZZ_EXAMPLES inputs per target, default 10^6;
+# the socket sessions stop after IRONACCEL_FUZZ_SECONDS, default 600)
 .PHONY: fuzz-virtio
 fuzz-virtio: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-1000000} $(PY) -m pytest -q -s -m slow tests/test_virtio_wire_fuzz.py \
-		$(wildcard tests/test_virtio_engine_fuzz.py)
+		tests/test_virtio_engine_fuzz.py tests/test_virtio_ring_fuzz.py tests/test_virtio_session_fuzz.py
 
 # make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
 .PHONY: models

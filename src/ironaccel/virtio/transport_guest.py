@@ -300,6 +300,9 @@ class GuestTransport:
         finally:
             self._cond.acquire()
             self._reaping = False
+        if self.region is None:  # closed meanwhile: the waiters see the transport lost
+            self._cond.notify_all()
+            return
         try:
             for head, length in self.driver.reap():
                 token = self._heads.pop(head)
