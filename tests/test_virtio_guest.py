@@ -21,7 +21,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance import semantic
-from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError
+from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError, Unsupported
 from ironaccel.runtime import BufferDesc, Device
 from ironaccel.runtime.backends import factory
 from ironaccel.virtio import DeviceEngine
@@ -369,9 +369,26 @@ def test_devices_lists_the_virtio_device_the_environment_names(served, tmp_path)
     assert "virtio" not in json.loads(run("devices", "--json", "--family", "cpu", env=dict(os.environ)).stdout)
 
 
+LAVAPIPE_GUEST = GUEST.replace(
+    'print("done", flush=True)',
+    textwrap.dedent(
+        """
+        try:
+            dev.compile(f"{models}/cnn_int8.tosa")
+            print("cnn_int8 loaded", flush=True)
+        except ia.IronAccelError as exc:
+            print("cnn_int8 refused:", type(exc).__name__, flush=True)
+        print("done", flush=True)
+        """
+    ).replace("\n", "\n    ").rstrip(),
+)
+FP32 = ["cnn_fp32", "attention_fp32"]
+
+
 def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
-    """Any backend serves: Mesa's software Vulkan driver behind ``ironaccel serve``, the semantic suite
-    through the guest client, and the fp32 bundled programs identical to local lavapipe runs."""
+    """Any backend serves: Mesa's software Vulkan driver behind ``ironaccel serve``. The semantic suite
+    passes through the guest client; two guest processes at once run the fp32 bundled programs with
+    outputs identical to local lavapipe runs; cnn_int8 is refused at load (Unsupported), as it is locally."""
     try:
         from ironaccel.backends.vulkan import open_accelerator
 
@@ -393,15 +410,36 @@ def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
             guest.close()
         failed = [f"{r.id}: {r.detail}" for r in results if r.status == "fail"]
         assert not failed, failed
-        for name in ("cnn_fp32", "attention_fp32"):
-            outputs = []
-            for spec in ("vulkan:lavapipe", f"virtio:{path}"):
-                with ia.open(spec) as dev:
-                    outputs.append(dev.compile(MODELS / f"{name}.tosa")(_input(name))[0])
-            np.testing.assert_array_equal(outputs[0], outputs[1])
+        outs = [tmp_path / "a", tmp_path / "b"]
+        procs = []
+        for out in outs:
+            out.mkdir()
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", LAVAPIPE_GUEST.format(models=str(MODELS)), str(path), str(out), *FP32],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd=ROOT,
+                )
+            )
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            last = out.strip().split("\n")[-2:]
+            assert proc.returncode == 0 and last == ["cnn_int8 refused: Unsupported", "done"], (out, err)
+        with ia.open("vulkan:lavapipe") as dev:
+            for name in FP32:
+                (expected,) = dev.compile(MODELS / f"{name}.tosa")(_input(name))
+                for out in outs:
+                    for r in range(3):
+                        np.testing.assert_array_equal(np.load(out / f"{name}-{r}.npy"), expected)
+            with pytest.raises(IronAccelError) as local_refusal:
+                dev.compile(MODELS / "cnn_int8.tosa")
+        assert isinstance(local_refusal.value, Unsupported)  # the class of the device's UNSUPPORTED
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(60) == 0
-        assert "'context': 0, 'buffer': 0, 'program': 0" in daemon.stderr.read()
+        log = daemon.stderr.read()
+        assert "stopped after serving" in log and "'context': 0, 'buffer': 0, 'program': 0" in log
     finally:
         if daemon.poll() is None:
             daemon.kill()
