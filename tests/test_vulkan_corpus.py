@@ -3,8 +3,8 @@ Vulkan backend (lavapipe), each case judged by its own rule (``meta.json["compar
 
 Every case runs on the CPU backend. On Vulkan, a case runs when the device's descriptor (the FP16 tier)
 admits its program; one it does not admit must be refused at load with LoweringError, and must be one
-of the cases the tiers leave out on purpose (INT4 / FP8 storage, INT8 MATMUL, and fp16 MATMUL until the
-MATMUL kernels take fp16), so a signature dropped by mistake shows here as a failure.
+of the cases the tiers leave out on purpose (INT4 / FP8 storage, INT8 MATMUL), so a signature dropped by
+mistake shows here as a failure.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from vulkan_fixtures import BIG, DEVICE
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "virtio-accel" / "cases"
 NAMES = sorted(p.name for p in CASES.iterdir() if (p / "meta.json").is_file()) if CASES.is_dir() else []
-# Storage the tiers do not offer; fp16 MATMUL is the MATMUL kernels' to add.
+# Storage and signatures the tiers do not offer.
 NOT_OFFERED = {
     "identity-int4",
     "identity-fp8e4m3",
     "identity-fp8e5m2",
     "matmul-int8",
-    "matmul-fp16",
-    "mock-linear-classifier-fp16",
 }
 needs_corpus = pytest.mark.skipif(not NAMES, reason=f"no corpus at {CASES}")
 
