@@ -341,8 +341,11 @@ def main() -> int:
             results[key] = {"error": f"{type(exc).__name__}: {exc}"}
         print(key, results[key], flush=True)
     if "add" not in skip:
-        results["add_1gib"] = bench_add(dev, torch, 20, elements)
-        print("add", results["add_1gib"], flush=True)
+        try:
+            results["add_1gib"] = bench_add(dev, torch, 20, elements)
+        except Exception as exc:  # noqa: BLE001 - reported; the rest still runs
+            results["add_error"] = f"{type(exc).__name__}: {exc}"
+        print("add", results.get("add_1gib", results.get("add_error")), flush=True)
     if "latency" not in skip:
         results["latency"] = [bench_latency(dev, ops, 2000) for ops in (1, 50)]
         print("latency", results["latency"], flush=True)
