@@ -469,3 +469,55 @@ def test_a_new_memory_table_while_running_restarts_the_queue_where_it_stopped(da
             guest._step(Request.SET_MEM_TABLE, table, [guest.region.fd])
         for i in range(20):  # indices continue from 5, across the ring's wrap
             assert guest.request([b"again %d" % i], 16) == b"echo:again %d" % i
+
+
+def test_the_socket_is_private_and_guests_beyond_the_limit_are_turned_away(tmp_path):
+    """Mode 0600 (the file system decides who connects); at most ``max_guests`` connections at once, the
+    rest closed at accept; a place frees when a guest leaves."""
+    engine = EchoEngine()
+    path = str(tmp_path / "few.sock")
+    d = Daemon(path, engine.connect, DeviceOptions(config=bytes(range(16))), max_guests=2)
+    d.listen()
+    thread = threading.Thread(target=d.serve)
+    thread.start()
+    try:
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        first, second = GuestTransport(path), GuestTransport(path)
+        with pytest.raises(DeviceLost):
+            GuestTransport(path, setup_timeout_s=5)
+        assert first.request([b"a"], 16) == b"echo:a" and second.request([b"b"], 16) == b"echo:b"
+        first.close()
+        assert _eventually(lambda: d.guests == 1)
+        with GuestTransport(path) as third:
+            assert third.request([b"c"], 16) == b"echo:c"
+        second.close()
+    finally:
+        d.stop()
+        thread.join(20)
+    assert not thread.is_alive() and engine.live == 0
+
+
+def test_a_message_that_stalls_midway_ends_only_its_connection(tmp_path):
+    """A guest that starts a message and stops sending is cut off after ``message_timeout_s``; others are
+    served meanwhile."""
+    engine = EchoEngine()
+    path = str(tmp_path / "stall.sock")
+    d = Daemon(path, engine.connect, DeviceOptions(config=bytes(range(16)), message_timeout_s=0.5))
+    d.listen()
+    thread = threading.Thread(target=d.serve)
+    thread.start()
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        sock.settimeout(10)
+        sock.sendall(tp.HEADER.pack(Request.SET_OWNER, tp.VERSION, 8)[:6])  # half a header, then nothing
+        with GuestTransport(path) as other:
+            assert other.request([b"meanwhile"], 32) == b"echo:meanwhile"
+        start = time.monotonic()
+        assert sock.recv(1) == b"", "the daemon kept a stalled connection"
+        assert time.monotonic() - start < 5
+        sock.close()
+    finally:
+        d.stop()
+        thread.join(20)
+    assert not thread.is_alive()
