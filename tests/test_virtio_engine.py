@@ -606,3 +606,49 @@ def test_connection_tags_are_reused_only_after_close():
     assert len(tags) == 4
     first.close()
     assert engine.connect().tag != first.tag  # tags cycle forward; a closed tag returns only after a full lap
+
+
+def test_process_into_writes_answers_and_read_data_straight_into_the_response_area():
+    engine = _engine()
+    guest = Guest(engine.connect())
+    ctx = guest.context()
+    buf = guest.buffer(ctx, size=64)
+    assert guest.write(buf, bytes(range(64))) == "OK"
+    area = bytearray(b"\xee" * 128)
+    request = w.Request(OP.READ_BUFFER, 77, w.TransferBufferRequest(buf, 8, 32)).encode()
+    used = guest.session.process_into(request, memoryview(area))
+    assert used == 48 and bytes(area[16:48]) == bytes(range(8, 40)) and area[48:] == b"\xee" * 80
+    assert w.decode_response(bytes(area[:used]), OP.READ_BUFFER, request_id=77, read_bytes=32).ok
+    small = memoryview(bytearray(40))  # shorter than 16 + 32: nothing written, nothing changed
+    assert guest.session.process_into(request, small) == 0 and bytes(small) == bytes(40)
+    other = w.Request(OP.READ_BUFFER, 78, w.TransferBufferRequest(buf, 60, 8)).encode()
+    assert guest.session.process_into(other, memoryview(area)) == 16  # out of bounds: a bare header
+    assert w.status_name(w.ResponseHeader.unpack(area).status) == "OUT_OF_BOUNDS"
+    guest.session.close()
+    assert engine.accelerator.live_resources() == ZERO
+
+
+def test_a_write_buffer_changed_while_read_in_place_is_refused():
+    """A large WRITE_BUFFER is decoded where the guest wrote it; it runs only if what was decoded equals
+    the private copy of its header and prefix taken first (the guest cannot swap a checked value)."""
+    engine = _engine()
+    guest = Guest(engine.connect())
+    ctx = guest.context()
+    buf, other = guest.buffer(ctx, size=64), guest.buffer(ctx, size=64)
+    frame = bytearray(w.Request(OP.WRITE_BUFFER, 5, w.WriteBuffer.of(buf, 0, b"\x01" * 64)).encode())
+    head = bytes(frame[:40])
+    response = memoryview(bytearray(64))
+    assert guest.session.process_into(memoryview(frame), response, head) == 16
+    assert w.status_name(w.ResponseHeader.unpack(response).status) == "OK"
+    assert guest.read(buf, 64) == b"\x01" * 64
+    swapped = bytearray(frame)
+    swapped[16:24] = other.to_bytes(8, "little")  # the buffer id changed after the private copy
+    swapped[40:] = b"\x02" * 64
+    assert guest.session.process_into(memoryview(swapped), response, head) == 16
+    assert w.status_name(w.ResponseHeader.unpack(response).status) == "INVALID_ARGUMENT"
+    assert guest.read(other, 64) == bytes(64) and guest.read(buf, 64) == b"\x01" * 64
+    read = bytearray(w.Request(OP.READ_BUFFER, 6, w.TransferBufferRequest(buf, 0, 16)).encode())
+    assert guest.session.process_into(memoryview(read), response, head) == 16  # not a WRITE_BUFFER at all
+    assert w.status_name(w.ResponseHeader.unpack(response).status) == "INVALID_ARGUMENT"
+    guest.session.close()
+    assert engine.accelerator.live_resources() == ZERO
