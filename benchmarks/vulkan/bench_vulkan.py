@@ -226,7 +226,7 @@ def bench_models(dev: Any, torch: Any, reps: int) -> list[dict[str, Any]]:
             continue
         recorded = np.load(path.with_name(f"{path.stem}.torch.npz"))
         x = recorded["input"]
-        exe = dev.compile(load(path.read_bytes()), resident_bytes=1 << 32)
+        exe = dev.compile(load(path), resident_bytes=1 << 32)
         try:
             (got,) = exe(x)
             walls = []
@@ -234,7 +234,7 @@ def bench_models(dev: Any, torch: Any, reps: int) -> list[dict[str, Any]]:
                 start = time.perf_counter()
                 exe(x)
                 walls.append(time.perf_counter() - start)
-            loaded = Loaded(dev, load(path.read_bytes()), [x])
+            loaded = Loaded(dev, load(path), [x])
             try:
                 device_ms = loaded.per_run_seconds(reps) * 1e3
             finally:

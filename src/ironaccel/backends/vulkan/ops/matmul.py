@@ -31,7 +31,7 @@ from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, groups
 from .fp16 import convert
 
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
-COOP_TILE = 128  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
+COOP_TILE = 128  # rows and columns of output per matmul_coop.comp workgroup (8 subgroups of 32 x 64)
 COOP_BK = 32
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
