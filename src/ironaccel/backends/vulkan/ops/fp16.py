@@ -9,11 +9,11 @@ to fp16 (shaders/include/fp16.glsl: integer code on the bit patterns, so no devi
 shaderFloat16 and every device rounds alike).
 
 What this gives, next to the CPU backend (which evaluates in float64 and rounds once to fp16):
-* ADD, SUB, MUL, RECIPROCAL's division-like step and the exact operators (ABS, NEGATE, FLOOR, CEIL,
-  MAXIMUM, MINIMUM, CLAMP, comparisons, ARGMAX, REDUCE_MAX / MIN, MAX_POOL2D, GATHER, SCATTER) give
-  the CPU's bits: fp16 operands are exact in fp32, a product of two is exact there, and a correctly
-  rounded fp32 sum rounded again to fp16 is the correctly rounded fp16 sum (24 >= 2 x 11 + 2 bits,
-  so the double rounding is innocuous).
+* ADD, SUB, MUL, RECIPROCAL and the exact operators (ABS, NEGATE, FLOOR, CEIL, MAXIMUM, MINIMUM,
+  CLAMP, comparisons, ARGMAX, REDUCE_MAX / MIN, MAX_POOL2D, GATHER, SCATTER) give the CPU's bits:
+  fp16 operands are exact in fp32, a product of two is exact there, and a correctly rounded fp32 sum
+  or quotient rounded again to fp16 is the correctly rounded fp16 one (24 >= 2 x 11 + 2 bits, so the
+  double rounding is innocuous); RECIPROCAL's fp32 kernel is correctly rounded.
 * The functions (EXP, LOG, POW, SIN, COS, TANH, SIGMOID, ERF, RSQRT) are within 1-2 fp32 ulp before
   the rounding, so the fp16 result is the CPU's or, where the true value lies that close to a rounding
   boundary between two fp16 values, its neighbour: at most 1 fp16 ulp apart (tested on every fp16 input).
