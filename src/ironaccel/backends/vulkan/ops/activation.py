@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import struct
 
+from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from . import lowering
 from .common import LoweringContext, Step, nan_mode
 from .elementwise_unary import unary_steps
+from .fp16 import stored_type
 
 
-def _bound(raw: bytes) -> float:
-    if len(raw) == 2:  # fp16 (the attribute holds the input type's bytes)
-        return struct.unpack("<e", bytes(raw))[0]
+def _bound(raw: bytes, dtype: DType) -> float:
+    if dtype is DType.FP16:  # the attribute holds the input type's bytes (a serializer may pad them)
+        return struct.unpack("<e", bytes(raw[:2]))[0]
     return struct.unpack("<f", bytes(raw[:4]))[0]
 
 
 @lowering(Op.CLAMP)
 def clamp(ctx: LoweringContext) -> list[Step]:
     attr = ctx.operator.attribute
-    return unary_steps(ctx, _bound(attr.min_val), _bound(attr.max_val), nan_mode(ctx))
+    dtype = stored_type(ctx, 0)
+    return unary_steps(ctx, _bound(attr.min_val, dtype), _bound(attr.max_val, dtype), nan_mode(ctx))
 
 
 @lowering(Op.TANH, Op.SIGMOID, Op.ERF)

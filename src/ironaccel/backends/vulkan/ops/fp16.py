@@ -114,6 +114,12 @@ class _Widened:
         return self.outer.constant_place(key, data)
 
 
+def stored_type(ctx: LoweringContext, index: int) -> DType:
+    """Input ``index``'s type as the program declares it (an fp32 lowering run for fp16 sees fp32)."""
+    outer = ctx.outer if isinstance(ctx, _Widened) else ctx
+    return outer.inputs[index].dtype
+
+
 def _as_fp32(tensor: Tensor) -> Tensor:
     if tensor.dtype is not DType.FP16:
         return tensor
