@@ -28,6 +28,11 @@ class Settings:
     # The daemon socket "virtio" opens when no path is given, and `ironaccel devices` lists
     # (IRONACCEL_VIRTIO_SOCKET); None: no virtio device is assumed.
     virtio_socket: str | None = None
+    # The CPU backend's generated native code (IRONACCEL_CPU_NATIVE): "auto" (where a C compiler is found),
+    # "off" (0 / false / no / off), or "require" (a program the code generator takes must compile: for tests).
+    cpu_native: str = "auto"
+    # Where compiled programs are kept (IRONACCEL_CPU_NATIVE_CACHE); None: $XDG_CACHE_HOME/ironaccel/cpu-native.
+    cpu_native_cache: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -44,8 +49,17 @@ class Settings:
             if not _flag(env, f"IRONACCEL_{key}", True):
                 disabled.add(kind.value)
         timeout = float(env.get("IRONACCEL_PROBE_TIMEOUT", "10") or 10)
-        virtio = env.get("IRONACCEL_VIRTIO_SOCKET") or None
-        return cls(libraries=libraries, disabled=frozenset(disabled), probe_timeout_s=timeout, virtio_socket=virtio)
+        native = (env.get("IRONACCEL_CPU_NATIVE") or "auto").strip().lower()
+        if native != "require":
+            native = "auto" if _flag(env, "IRONACCEL_CPU_NATIVE", True) else "off"
+        return cls(
+            libraries=libraries,
+            disabled=frozenset(disabled),
+            probe_timeout_s=timeout,
+            cpu_native=native,
+            cpu_native_cache=env.get("IRONACCEL_CPU_NATIVE_CACHE") or None,
+            virtio_socket=env.get("IRONACCEL_VIRTIO_SOCKET") or None,
+        )
 
     def library(self, kind: str) -> str | None:
         return self.libraries.get(kind)

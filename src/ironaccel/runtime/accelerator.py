@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from ..core.errors import (
     Busy,
@@ -137,6 +139,19 @@ class Accelerator:
     def _observe_all(self) -> None:
         if self.observes_completion:
             self._guard(self._progress, None, 0.0)
+
+    # Inline runs (optional). A backend that can run a program to completion on the caller's thread, with
+    # host arrays in place of bound buffers, returns a function doing so from ``_inline``; the user API
+    # then calls it instead of submitting (no queue hand-off, no event, no buffers or copies). Offer it
+    # only for programs whose runs cannot observe each other (no state carried from run to run): an
+    # inline run is ordered against nothing on any queue. The default offers none, and ``submit``
+    # remains the contract's way to run anything.
+    def _inline(self, program: Any) -> Callable[[Sequence[Any], Sequence[Any]], None] | None:
+        """A function ``run(inputs, outputs)`` for ``program`` (a ``_load`` result), or None. It gets numpy
+        arrays of the declared dtypes and shapes, C-contiguous, the outputs writable and overlapping neither
+        each other nor an input; it fills the outputs or raises an IronAccelError. Called once, at load,
+        under the accelerator's lock."""
+        return None
 
     # ---- construction -------------------------------------------------------------------------
     def __init__(self, quota: Quota | None = None) -> None:
@@ -362,7 +377,9 @@ class Accelerator:
                     f" and {quota.program_bytes - used} by the context quota"
                 )
             handle = Program(self, self._ids.new(), ctx, inputs, outputs)
-            self._add(_Record(handle, native, ctx, bytes=resident))
+            run = self._inline(native)
+            inline = None if run is None else _Inline(run, handle)
+            self._add(_Record(handle, native, ctx, bytes=resident, extra=inline))
             return handle
 
     def unload_program(self, program: Program) -> None:
@@ -372,6 +389,34 @@ class Accelerator:
             if rec.pins:
                 raise ReleaseRejected(Busy(f"{program!r} is referenced by pending work"), program)
             self._release(rec, self._unload)
+
+    def runs_inline(self, program: Program) -> bool:
+        """Whether :meth:`run_inline` can run ``program`` (fixed when it was loaded)."""
+        with self._lock:
+            return self._record(program, Program).extra is not None
+
+    def run_inline(self, program: Program, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        """Run ``program`` to completion on the calling thread, reading ``inputs`` and writing ``outputs``
+        (numpy arrays: the declared dtypes and shapes, C-contiguous; outputs writable, overlapping neither
+        each other nor an input). Unsupported where :meth:`runs_inline` is False.
+
+        Ownership: nothing is created or retained; the program is pinned for the call (an unload meanwhile
+        is refused as Busy). Blocking: the whole run. Failure: the program's error is raised; outputs may be
+        partly written. Copies: none; the program works on the arrays in place. Not ordered against work
+        submitted to any queue."""
+        with self._lock:
+            self._check_alive()
+            rec = self._record(program, Program)
+            inline: _Inline | None = rec.extra
+            if inline is None:
+                raise Unsupported(f"{program!r} cannot run inline on this backend; submit it")
+            rec.pins += 1
+        try:
+            inline.check(inputs, outputs)
+            inline.run(inputs, outputs)
+        finally:
+            with self._lock:
+                rec.pins -= 1
 
     # ---- queues -------------------------------------------------------------------------------
     def create_queue(self, ctx: Context) -> Queue:
@@ -568,6 +613,66 @@ class Accelerator:
             if not rec.native.state.terminal:
                 raise ReleaseRejected(Busy(f"{event!r} is pending"), event)
             del self._objects[event.id]
+
+
+class _Inline:
+    """A program's inline runner and what its arrays must look like (checked on every run_inline)."""
+
+    __slots__ = ("inputs", "outputs", "program", "run")
+
+    def __init__(self, run: Callable[[Sequence[Any], Sequence[Any]], None], program: Program) -> None:
+        self.run = run
+        self.program = program
+        # dtype, shape and C-contiguous strides per slot: the common case is checked by comparing them.
+        self.inputs = [(s.numpy_dtype, s.shape, _c_strides(s)) for s in program.inputs]
+        self.outputs = [(s.numpy_dtype, s.shape, _c_strides(s)) for s in program.outputs]
+
+    def check(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        """As many arrays as slots, of their dtypes and shapes, C-contiguous, outputs writable and sharing
+        no memory with another array of the run."""
+        if len(inputs) != len(self.inputs) or len(outputs) != len(self.outputs):
+            raise InvalidArgument(
+                f"program takes {len(self.inputs)} inputs and {len(self.outputs)} outputs,"
+                f" got {len(inputs)} and {len(outputs)}"
+            )
+        for index, (array, (dtype, shape, strides)) in enumerate(zip(inputs, self.inputs, strict=True)):
+            if type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape or (
+                array.strides != strides and not array.flags.c_contiguous
+            ):
+                self._refuse("input", index, array)
+        for index, (array, (dtype, shape, strides)) in enumerate(zip(outputs, self.outputs, strict=True)):
+            if (
+                type(array) is not np.ndarray
+                or array.dtype != dtype
+                or array.shape != shape
+                or (array.strides != strides and not array.flags.c_contiguous)
+                or not array.flags.writeable
+            ):
+                self._refuse("output", index, array)
+            # Arrays that own their memory (base None) are separate allocations; others are compared by bounds.
+            owner = array.base is None
+            for other in inputs:
+                if not (owner and other.base is None and other is not array) and np.may_share_memory(array, other):
+                    raise InvalidArgument(f"output {index} shares memory with an input of the run")
+            for other in outputs[:index]:
+                if not (owner and other.base is None and other is not array) and np.may_share_memory(array, other):
+                    raise InvalidArgument(f"output {index} shares memory with another output of the run")
+
+    def _refuse(self, role: str, index: int, array: Any) -> None:
+        spec = (self.program.inputs if role == "input" else self.program.outputs)[index]
+        got = f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__
+        raise InvalidArgument(
+            f"{role} {index} ({spec}) must be a C-contiguous{' writable' if role == 'output' else ''}"
+            f" {spec.numpy_dtype} array of shape {spec.shape}, got {got}"
+        )
+
+
+def _c_strides(spec: Any) -> tuple[int, ...]:
+    strides, step = [], spec.numpy_dtype.itemsize
+    for d in reversed(spec.shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
 
 
 def _positive(timeout: float) -> float:

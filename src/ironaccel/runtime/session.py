@@ -6,8 +6,13 @@
     run = exe.submit(x, out=y); run.wait()   # asynchronous, results into the caller's arrays
 
 Each Device owns one context and one queue on its Accelerator; an Executable owns a loaded program.
-Device and Executable are safe to use from several threads (calls run in submission order on the
-device's one queue); ``close`` belongs after the other threads' calls. A Run is for one thread.
+Device and Executable are safe to use from several threads (submitted calls run in submission order on
+the device's one queue); ``close`` belongs after the other threads' calls. A Run is for one thread.
+
+A call ``exe(x)`` of a program the backend can run on the caller's thread (``Accelerator.run_inline``:
+programs that keep no state between runs) runs there, on the caller's arrays, with no queue hand-off:
+no other call can observe the difference, except that such calls from several threads may overlap.
+``submit`` always goes through the queue.
 """
 
 from __future__ import annotations
@@ -45,7 +50,15 @@ def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
         raise InvalidArgument(f"input {index} ({spec}): expected {spec.numpy_dtype}, got {arr.dtype}")
     if arr.shape != spec.shape:
         raise InvalidArgument(f"input {index} ({spec}): expected shape {spec.shape}, got {arr.shape}")
-    return np.ascontiguousarray(arr)
+    # np.ascontiguousarray would make a rank-0 array rank 1
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays may share memory (two arrays owning their memory never do: a quick answer)."""
+    if a.base is None and b.base is None:
+        return a is b
+    return bool(np.may_share_memory(a, b))
 
 
 class Run:
@@ -83,9 +96,23 @@ class Executable:
         self.program = program
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
+        self._inline = device.accelerator.runs_inline(program)
 
     def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
-        return self.submit(*arrays, out=out).wait()
+        if not self._inline:
+            return self.submit(*arrays, out=out).wait()
+        if len(arrays) != len(self.inputs):
+            raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
+        values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+        if out is None:
+            targets = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.outputs]
+        else:
+            targets = self._targets(out)
+            others = [*values, *targets]
+            if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
+                return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
+        self.device.accelerator.run_inline(self.program, values, targets)
+        return targets
 
     def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None) -> Run:
         """Start a call. ``out``: arrays to receive the outputs (one array, or one per output, each of the
@@ -102,7 +129,7 @@ class Executable:
                     acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), MemoryDomain.SHARED, _IO_USAGE))
                 )
             for buf, value in zip(buffers, values, strict=False):
-                acc.write_buffer(buf, 0, value.view(np.uint8).reshape(-1) if value.size else b"")
+                acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8) if value.size else b"")
             bindings = [
                 Binding(slot, buf, 0, spec.nbytes)
                 for slot, (buf, spec) in enumerate(zip(buffers, (*self.inputs, *self.outputs), strict=True))

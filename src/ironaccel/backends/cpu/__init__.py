@@ -9,8 +9,10 @@ lookup, constant folding, liveness) and then runs it as often as asked. Values a
 storage form of :attr:`~ironaccel.tosa.dtypes.DType.numpy`.
 
 ``run(program, inputs)`` is the direct entry for tests and tools; ``load(program)`` returns a
-:class:`~.interpreter.CompiledProgram` to run repeatedly. The execution-contract accelerator lives in
-:mod:`.accelerator`.
+:class:`~.interpreter.CompiledProgram` to run repeatedly. Both are the interpreter: the oracle other
+backends are checked against. The execution-contract accelerator (:mod:`.accelerator`) runs a program
+as generated native code instead where a C compiler is found and the program's operators allow it
+(:mod:`.native`), with the same results (bit for bit for integers).
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ Shared are all host-visible and directly bindable, and binding never copies. Eac
 thread running its submissions in order; ``submit`` only enqueues. Cancellation wins while a
 submission has not started. A program's deadline is checked before it starts. A program's last
 operator may write its result straight into the bound output buffer (see ``_destinations``).
+
+A program runs as native code where :mod:`.native` can compile it, else on the numpy interpreter.
+Programs without variables also run inline (``Accelerator.run_inline``): on the caller's thread, on
+the caller's arrays.
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ class CpuAccelerator(Accelerator):
         np.frombuffer(out, dtype=np.uint8)[:] = native[offset : offset + out.nbytes]
 
     def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+        from . import native
         from .interpreter import load
 
         compiled = load(program)
@@ -123,7 +128,27 @@ class CpuAccelerator(Accelerator):
         blocks = list(program.blocks())
         records = sum(len(b.tensors) + len(b.operators) for b in blocks)
         resident = sum(t.data.nbytes for b in blocks for t in b.tensors if t.data is not None) + 256 * records
-        return _Loaded(compiled, len(program.main.inputs)), resident
+        runner, why = native.load(compiled)
+        if runner is not None:
+            resident += runner.resident_bytes
+        loaded = _Loaded(runner or compiled, len(program.main.inputs), not compiled.has_variables, why)
+        return loaded, resident
+
+    def _inline(self, program: _Loaded) -> Any:
+        if not program.stateless:
+            return None  # runs share the variables: they stay in queue order
+        runner = program.compiled
+        run_into = getattr(runner, "run_into", None)
+        if run_into is not None:
+            return run_into
+
+        def run(inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+            results = runner.run(inputs, destinations=outputs)
+            for result, out in zip(results, outputs, strict=True):
+                if result is not out:
+                    out[...] = result
+
+        return run
 
     def _create_queue(self, context: Any) -> Any:
         return _Worker()
@@ -136,11 +161,13 @@ class CpuAccelerator(Accelerator):
 
 
 class _Loaded:
-    __slots__ = ("compiled", "n_inputs")
+    __slots__ = ("compiled", "n_inputs", "stateless", "why")
 
-    def __init__(self, compiled: Any, n_inputs: int) -> None:
-        self.compiled = compiled
+    def __init__(self, compiled: Any, n_inputs: int, stateless: bool, why: str = "") -> None:
+        self.compiled = compiled  # a native.NativeProgram, or the interpreter's CompiledProgram
         self.n_inputs = n_inputs
+        self.stateless = stateless
+        self.why = why  # why the program is not native ("" when it is)
 
 
 def _view(r: BoundRange) -> np.ndarray:

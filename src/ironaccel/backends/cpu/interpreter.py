@@ -151,6 +151,18 @@ class _BlockPlan:
     steps: list[_Step]
     produced: frozenset[int] = frozenset()  # slots some step writes at run time
     fast: tuple[_Fast, ...] = ()
+    slots: dict[str, int] = dataclasses.field(default_factory=dict)  # tensor name -> slot
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldedGraph:
+    """See :meth:`CompiledProgram.folded_main`. ``stateful``: the program has variables or other blocks
+    (control flow), whose semantics are more than the operator list."""
+
+    block: Block
+    operators: tuple[Operator, ...]
+    constants: dict[str, np.ndarray]
+    stateful: bool
 
 
 class _RunState(threading.local):
@@ -182,6 +194,11 @@ class CompiledProgram:
     @property
     def input_tensors(self) -> list[Tensor]:
         return self.main.input_tensors
+
+    @property
+    def has_variables(self) -> bool:
+        """Whether runs carry state from one to the next (TOSA variables)."""
+        return bool(self._variable_decls)
 
     @property
     def output_tensors(self) -> list[Tensor]:
@@ -234,6 +251,21 @@ class CompiledProgram:
             if dest.dtype == decl.dtype.numpy and dest.shape == tuple(decl.shape) and dest.flags.writeable:
                 found[slot] = dest
         return found or None
+
+    def folded_main(self) -> FoldedGraph:
+        """The main block as a run executes it: the operators left after constant folding, in order, and
+        the value of every constant tensor (declared, or computed at load) by name. For code generators
+        that lower the prepared program further (:mod:`.native`)."""
+        plan = self._plans[self.main.name]
+        constants = {
+            name: value for name, slot in plan.slots.items() if (value := plan.template[slot]) is not None
+        }
+        return FoldedGraph(
+            self.main,
+            tuple(step.ctx.operator for step in plan.steps),
+            constants,
+            stateful=bool(self._variable_decls) or len(self._plans) > 1,
+        )
 
     def reset_variables(self) -> None:
         """Give every variable its initial value again (variables without one become unwritten)."""
@@ -336,7 +368,8 @@ class CompiledProgram:
             for step in steps:
                 step.ctx._offers = any(s in program_outputs for s in step.outputs)
         produced = frozenset(s for step in steps for s in step.outputs if s >= 0)
-        return _BlockPlan(block, input_slots, outputs, template, steps, produced, tuple(_fast(s) for s in steps))
+        fast = tuple(_fast(s) for s in steps)
+        return _BlockPlan(block, input_slots, outputs, template, steps, produced, fast, slots)
 
     def _declare_variable(self, tensor: Tensor) -> None:
         key = variable_key(tensor)

@@ -217,6 +217,20 @@ class _Job:
             raise self.error
 
 
+def _nothing() -> None:
+    pass
+
+
+def wake(threads: int) -> None:
+    """Hand the helpers an empty task, so that ``threads - 1`` of them are awake when a parallel_for
+    follows shortly: a helper asleep on an idle CPU takes about 0.1 ms to start (measured on a virtual
+    machine), about the time of a small operator that runs before a large one."""
+    pool = _get_pool() if threads > 1 else None
+    if pool is not None:
+        for _ in range(min(pool.helpers, threads - 1)):
+            pool.post(_nothing)
+
+
 def parallel_for(count: int, body: Callable[[int], None], threads: int | None = None) -> None:
     """Call ``body(i)`` for i in range(count), on the calling thread and up to ``threads - 1`` helpers
     (default: :func:`split_threads`); returns when all are done and re-raises the first exception.

@@ -1,0 +1,248 @@
+"""From a prepared program to one C source: lowering every operator, planning storage, writing the code.
+
+The source is :file:`prelude.h`, then one static function per operator (its lowering's body, with typed
+``restrict`` pointers for its operands, results, scratch and prepared arrays), then the entry points:
+
+* ``int ia_run(void *const *io, unsigned char *A, const unsigned char *K)``: the whole program, in
+  order, on the calling thread. ``io`` holds the inputs' then the outputs' data pointers, ``A`` is an
+  arena of :attr:`Generated.arena_bytes` and ``K`` the blob of constants (64-byte aligned both).
+* ``int ia_main(a0, ..., A, K)``: the same, taking the numpy arrays themselves (their data pointers are
+  read here, which costs less than reading them in Python).
+* For programs with operators worth splitting across threads: ``ia_seg_N(io, A, K)`` runs a stretch of
+  operators and ``ia_unit_N(io, A, K, lo, hi)`` units [lo, hi) of one operator; :attr:`Generated.steps`
+  lists them in order.
+
+Nothing in the source depends on the values of large constants (weights live in the blob), so programs
+that differ only in their weights share one compiled object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from importlib import resources
+
+import numpy as np
+
+from ....tosa.dtypes import DType
+from ..interpreter import FoldedGraph
+from .lowering import C_TYPES, Kernel, NotNative, OpView, lowering_for
+from .plan import Plan, Storage, plan
+from .toolchain import Toolchain
+
+# An operator is split across threads only above this many multiply-adds (a hand-off costs ~20 us).
+PARALLEL_MIN_MACS = 4 << 20
+MAX_OPERATORS = 20000  # beyond, the compiler's time (and the source's size) grows past what a load should cost
+
+_ARRAY_C_TYPES = {
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.int64): "int64_t",
+    np.dtype(np.bool_): "uint8_t",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    kind: str  # "seg": call ia_seg_<index>; "unit": ia_unit_<index> over ``units`` units
+    index: int
+    units: int = 0
+
+
+@dataclasses.dataclass
+class Generated:
+    source: str
+    plan: Plan
+    n_inputs: int
+    n_outputs: int
+    steps: tuple[Step, ...]  # empty: the program has nothing worth splitting
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.plan.arena_bytes
+
+
+def _prelude() -> str:
+    return resources.files(__package__).joinpath("prelude.h").read_text()
+
+
+def generate(graph: FoldedGraph, tools: Toolchain, data_offset: int) -> Generated:
+    """The C source of ``graph`` (see the module doc); NotNative when some part has no native code."""
+    if graph.stateful:
+        raise NotNative("the program has variables or control flow")
+    block = graph.block
+    if not block.outputs:
+        raise NotNative("the program has no outputs")
+    for tensor in (*block.input_tensors, *block.output_tensors):
+        if tensor.dtype not in C_TYPES:
+            raise NotNative(f"{tensor.name!r} is {tensor.dtype}")
+    for tensor in block.tensors:
+        if tensor.unranked or any(d < 0 for d in tensor.shape):
+            raise NotNative(f"{tensor.name!r} has no static shape")
+        if not int(np.prod(tensor.shape, dtype=np.int64)) and tensor.dtype is not DType.SHAPE:
+            raise NotNative(f"{tensor.name!r} has no elements")  # (an empty SHAPE is a rank-0 reshape's)
+    # Data nodes the interpreter did not fold (over its size limit) produce constants: nothing to run.
+    operators = [op for op in graph.operators if not all(n in graph.constants for n in op.outputs)]
+    if len(operators) > MAX_OPERATORS:
+        raise NotNative(f"{len(operators)} operators (at most {MAX_OPERATORS})")
+    kernels: list[Kernel] = []
+    used: list[set[str]] = []
+    for position, operator in enumerate(operators):
+        lower = lowering_for(operator.op)
+        if lower is None:
+            raise NotNative(f"no native code for {operator.op.name}")
+        view = OpView(
+            position,
+            operator,
+            tuple(block.tensor(n) for n in operator.inputs),
+            tuple(block.tensor(n) for n in operator.outputs),
+            tuple(graph.constants.get(n) for n in operator.inputs),
+            tools,
+            f"k{position}_",
+        )
+        kernel = lower(view)
+        text = kernel.body + kernel.prologue + kernel.helpers
+        used.append({n for i, n in enumerate(operator.inputs) if re.search(rf"\bX{i}\b", text)})
+        kernels.append(kernel)
+    layout = plan(block, operators, kernels, graph.constants, used)
+    return _Writer(block, operators, kernels, used, layout, tools, data_offset).write()
+
+
+class _Writer:
+    def __init__(self, block, operators, kernels, used, layout: Plan, tools: Toolchain, data_offset: int) -> None:
+        self.block = block
+        self.operators = operators
+        self.kernels = kernels
+        self.used = used
+        self.plan = layout
+        self.tools = tools
+        self.data_offset = data_offset
+        self.n_in = len(block.inputs)
+        self.n_out = len(block.outputs)
+
+    def pointer(self, name: str, c_type: str, writable: bool = False) -> str:
+        where: Storage = self.plan.storage[name]
+        const = "" if writable else "const "
+        if where.kind == "input":
+            return f"({const}{c_type} *)io[{where.index}]"
+        if where.kind == "output":
+            return f"({const}{c_type} *)io[{self.n_in + where.index}]"
+        base = "A" if where.kind == "arena" else "K"
+        return f"({const}{c_type} *)({base} + {where.index})"
+
+    def function(self, position: int) -> tuple[str, str]:
+        """The static function of one operator, and the arguments a call passes it (before lo, hi)."""
+        operator, kernel = self.operators[position], self.kernels[position]
+        params, args = [], []
+        for i, name in enumerate(operator.inputs):
+            if name in self.used[position]:
+                ct = C_TYPES[self.block.tensor(name).dtype]
+                params.append(f"const {ct} *restrict X{i}")
+                args.append(self.pointer(name, ct))
+        for j, name in enumerate(operator.outputs):
+            ct = C_TYPES[self.block.tensor(name).dtype]
+            params.append(f"{ct} *restrict Y{j}")
+            args.append(self.pointer(name, ct, writable=True))
+        for j in range(len(kernel.scratch)):
+            params.append(f"unsigned char *restrict S{j}")
+            args.append(f"(A + {self.plan.scratch[(position, j)]})")
+        for array_name, value in kernel.arrays.items():
+            ct = _ARRAY_C_TYPES[value.dtype]
+            params.append(f"const {ct} *restrict K_{array_name}")
+            args.append(f"(const {ct} *)(K + {self.plan.arrays[(position, array_name)]})")
+        if kernel.units:
+            params += ["ptrdiff_t lo", "ptrdiff_t hi"]
+        header = f"/* operator #{position}: {operator.op.name} */\n"  # never a name from the program
+        text = ""
+        if kernel.prologue:
+            plain = [p for p in params if p not in ("ptrdiff_t lo", "ptrdiff_t hi")]
+            text += f"static void op{position}_pre({', '.join(plain) or 'void'})\n{{\n{kernel.prologue.rstrip()}\n}}\n"
+        text += f"{header}static void op{position}({', '.join(params) or 'void'})\n{{\n{kernel.body.rstrip()}\n}}\n"
+        return text, ", ".join(args)
+
+    def copies(self) -> list[str]:
+        lines = []
+        for k, name in self.plan.final_copies:
+            tensor = self.block.tensor(name)
+            nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.numpy.itemsize
+            lines.append(f"memcpy(io[{self.n_in + k}], {self.pointer(name, 'unsigned char')}, {nbytes});")
+        return lines
+
+    def write(self) -> Generated:
+        isa = {"avx512": "#define IA_ISA_AVX512 1\n", "avx2": "#define IA_ISA_AVX2 1\n"}.get(self.tools.isa, "")
+        parts = [
+            "/* Generated by IronAccel's CPU backend from a TOSA program. */\n",
+            isa,
+            f"#define IA_ARRAY_DATA_OFFSET {self.data_offset}\n",
+            "#define IA_VECTORS 1\n" if any(k.vectors and not k.alias for k in self.kernels) else "",
+            _prelude(),
+        ]
+        calls: list[tuple[int, str, str]] = []  # position, the call running all of it, its prologue's call or ""
+        for position, kernel in enumerate(self.kernels):
+            if kernel.alias:
+                continue
+            if kernel.helpers:
+                parts.append(kernel.helpers.rstrip() + "\n")
+            text, args = self.function(position)
+            parts.append(text)
+            pre = f"op{position}_pre({args});" if kernel.prologue else ""
+            if kernel.units:
+                calls.append((position, pre + f"op{position}({args}, 0, {kernel.units});", pre))
+            else:
+                calls.append((position, pre + f"op{position}({args});", ""))
+        body = [*(c for _, c, _ in calls), *self.copies(), "return 0;"]
+        parts.append(
+            _entry("int ia_run(void *const *io, unsigned char *A, const unsigned char *K)", body)
+        )
+        arrays = ", ".join(f"void *a{i}" for i in range(self.n_in + self.n_out))
+        pointers = ", ".join(f"IA_ARRAY_DATA(a{i})" for i in range(self.n_in + self.n_out))
+        parts.append(
+            _entry(
+                f"int ia_main({arrays}, unsigned char *A, const unsigned char *K)",
+                [f"void *io[{self.n_in + self.n_out}] = {{{pointers}}};", "return ia_run(io, A, K);"],
+            )
+        )
+        steps = self._steps(calls, parts)
+        if steps:
+            parts.insert(3, "#define IA_SPLIT 1\n")  # before the prelude: it exports ia_share
+        return Generated("".join(parts), self.plan, self.n_in, self.n_out, steps)
+
+    def _steps(self, calls: list[tuple[int, str, str]], parts: list[str]) -> tuple[Step, ...]:
+        split_at = {p for p, _, _ in calls if self.kernels[p].units > 1 and self.kernels[p].macs >= PARALLEL_MIN_MACS}
+        if not split_at:
+            return ()
+        steps: list[Step] = []
+        pending: list[str] = []
+        signature = "void *const *io, unsigned char *A, const unsigned char *K"
+
+        def flush() -> None:
+            if pending:
+                index = len(steps)
+                parts.append(_entry(f"void ia_seg_{index}({signature})", list(pending)))
+                steps.append(Step("seg", index))
+                pending.clear()
+
+        for position, call, pre in calls:
+            if position in split_at:
+                if pre:
+                    pending.append(pre)
+                flush()
+                index = len(steps)
+                args = self.function(position)[1]
+                unit = f"op{position}({args}, lo, hi);"
+                parts.append(_entry(f"void ia_unit_{index}({signature}, ptrdiff_t lo, ptrdiff_t hi)", [unit]))
+                steps.append(Step("unit", index, self.kernels[position].units))
+            else:
+                pending.append(call)
+        pending.extend(self.copies())
+        flush()
+        return tuple(steps)
+
+
+def _entry(signature: str, lines: list[str]) -> str:
+    body = "\n".join(f"    {line}" for line in lines)
+    return f"IA_EXPORT {signature}\n{{\n{body}\n}}\n"

@@ -1,0 +1,166 @@
+"""Native code for the data layout operators (and IDENTITY): they only move elements, any dtype alike.
+
+RESHAPE and IDENTITY are no code at all where the storage plan can give the result its operand's bytes
+(an alias), else one memcpy. The others are one strided copy each: every index of the result is read
+from its operand at an offset that is a fixed sum of strides (negative for REVERSE, zero for TILE's
+repeats), so a copy is nested loops whose innermost one the compiler turns into a vector copy when the
+operand is contiguous there. PAD first fills the result with its pad value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .....tosa.dtypes import DType
+from .....tosa.operators import Op
+from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
+
+
+def copy_loops(
+    shape: Sequence[int],
+    ct: str,
+    source: str,
+    source_strides: Sequence[int],
+    source_offset: int,
+    target: str,
+    target_strides: Sequence[int],
+    target_offset: int,
+) -> str:
+    """C statements copying ``shape`` elements: target[t_off + sum i*t_stride] = source[s_off + sum i*s_stride]."""
+    dims: list[tuple[int, int, int]] = []
+    for n, s, t in zip(shape, source_strides, target_strides, strict=True):
+        if n == 1:
+            continue
+        if dims:
+            outer_n, outer_s, outer_t = dims[-1]
+            if outer_s == s * n and outer_t == t * n:
+                dims[-1] = (outer_n * n, s, t)
+                continue
+        dims.append((n, s, t))
+    if not dims:
+        dims = [(1, 1, 1)]
+    lines = ["{"]
+    for d, (n, _, _) in enumerate(dims[:-1]):
+        lines.append(f"    for (ptrdiff_t i{d} = 0; i{d} < {n}; i{d}++)")
+    src = " + ".join([str(source_offset), *(f"i{d} * {dims[d][1]}" for d in range(len(dims) - 1))])
+    dst = " + ".join([str(target_offset), *(f"i{d} * {dims[d][2]}" for d in range(len(dims) - 1))])
+    n, s, t = dims[-1]
+    lines.append("    {")
+    lines.append(f"        const {ct} *restrict p = {source} + {src};")
+    lines.append(f"        {ct} *restrict q = {target} + {dst};")
+    lines.append(f"        for (ptrdiff_t j = 0; j < {n}; j++) q[j * {t}] = p[j * {s}];")
+    lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _ints(value: np.ndarray) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _c_type_of(view: OpView) -> str:
+    return c_type(view.dtype(0))
+
+
+def _memcpy(view: OpView) -> str:
+    nbytes = size(view.outputs[0].shape) * view.outputs[0].dtype.numpy.itemsize
+    return f"memcpy(Y0, X0, {nbytes});"
+
+
+@lowering(Op.RESHAPE, Op.IDENTITY)
+def reshape(view: OpView) -> Kernel:
+    _c_type_of(view)
+    return Kernel(_memcpy(view), alias=True)
+
+
+@lowering(Op.TRANSPOSE)
+def transpose(view: OpView) -> Kernel:
+    ct = _c_type_of(view)
+    in_strides = strides(view.inputs[0].shape)
+    perms = tuple(view.attribute.perms)
+    out_shape = view.outputs[0].shape
+    source = [in_strides[p] for p in perms]
+    return Kernel(copy_loops(out_shape, ct, "X0", source, 0, "Y0", strides(out_shape), 0), macs=size(out_shape))
+
+
+@lowering(Op.SLICE)
+def slice_(view: OpView) -> Kernel:
+    ct = _c_type_of(view)
+    start = _ints(view.constant(1, "the start"))
+    in_strides = strides(view.inputs[0].shape)
+    out_shape = view.outputs[0].shape
+    offset = sum(s * st for s, st in zip(start, in_strides, strict=True))
+    return Kernel(
+        copy_loops(out_shape, ct, "X0", in_strides, offset, "Y0", strides(out_shape), 0), macs=size(out_shape)
+    )
+
+
+@lowering(Op.REVERSE)
+def reverse(view: OpView) -> Kernel:
+    ct = _c_type_of(view)
+    shape = view.inputs[0].shape
+    axis = view.attribute.axis
+    source = list(strides(shape))
+    offset = (shape[axis] - 1) * source[axis]
+    source[axis] = -source[axis]
+    return Kernel(copy_loops(shape, ct, "X0", source, offset, "Y0", strides(shape), 0), macs=size(shape))
+
+
+@lowering(Op.TILE)
+def tile(view: OpView) -> Kernel:
+    """Result dimension d, of multiples[d] * n_d, read as [multiples[d], n_d]: stride 0, then the input's."""
+    ct = _c_type_of(view)
+    shape = view.inputs[0].shape
+    multiples = _ints(view.constant(1, "the multiples"))
+    in_strides = strides(shape)
+    expanded, source = [], []
+    for m, n, s in zip(multiples, shape, in_strides, strict=True):
+        expanded += [m, n]
+        source += [0, s]
+    out = copy_loops(expanded, ct, "X0", source, 0, "Y0", strides(tuple(expanded)), 0)
+    return Kernel(out, macs=size(view.outputs[0].shape))
+
+
+@lowering(Op.CONCAT)
+def concat(view: OpView) -> Kernel:
+    ct = c_type(view.out_dtype())
+    out_shape = view.outputs[0].shape
+    if not out_shape:
+        raise NotNative("CONCAT of rank 0")
+    axis = view.attribute.axis
+    out_strides = strides(out_shape)
+    parts, start = [], 0
+    for i, tensor in enumerate(view.inputs):
+        if tensor.dtype is not view.out_dtype():
+            raise NotNative(f"CONCAT of {tensor.dtype}")
+        parts.append(
+            copy_loops(
+                tensor.shape, ct, f"X{i}", strides(tensor.shape), 0, "Y0", out_strides, start * out_strides[axis]
+            )
+        )
+        start += tensor.shape[axis]
+    return Kernel("\n".join(parts), macs=size(out_shape))
+
+
+def _literal(value: np.ndarray, dtype: DType) -> str:
+    scalar = np.asarray(value).reshape(-1)[0]
+    if dtype is DType.FP32:
+        return c_float(float(scalar))
+    return c_int(int(scalar))
+
+
+@lowering(Op.PAD)
+def pad(view: OpView) -> Kernel:
+    ct = _c_type_of(view)
+    amounts = _ints(view.constant(1, "the padding"))
+    fill = _literal(view.constant(2, "the pad value"), view.dtype(0))
+    out_shape = view.outputs[0].shape
+    out_strides = strides(out_shape)
+    offset = sum(b * s for b, s in zip(amounts[0::2], out_strides, strict=True))
+    body = [
+        f"for (ptrdiff_t i = 0; i < {size(out_shape)}; i++) Y0[i] = ({ct})({fill});",
+        copy_loops(view.inputs[0].shape, ct, "X0", strides(view.inputs[0].shape), 0, "Y0", out_strides, offset),
+    ]
+    return Kernel("\n".join(body), macs=size(out_shape))

@@ -1,0 +1,212 @@
+"""The register-blocked multiply-accumulate kernel behind CONV2D and MATMUL.
+
+Both compute, for rows m (output pixels, or matrix rows) and columns n (output channels, or matrix
+columns),
+
+    C[m][n] = init[n] + sum over taps t and k < depth of  A_m[off[t] + k] * W[t][k][n]
+
+where A_m points at row m's data (a pixel's window corner in the input, or a matrix row) and off[t] is
+tap t's offset from it (one tap for a matrix product). W is packed as [blocks][taps][depth][NR]: the
+columns come in blocks of NR = NV vectors, contiguous, zero past the last column.
+
+A micro-kernel keeps an MR x NV tile of C in vector registers (MR * NV at most about three quarters of
+the registers), and for every (tap, k) loads NV weight vectors once and broadcasts one value per row:
+MR * NV fused multiply-adds per MR + NV loads. The compiler sees every size as a constant.
+
+Integer products run through the same kernel on operands converted to float (minus their zero
+points): every product and partial sum is an integer below 2**24, so float arithmetic is exact in any
+order. Where a whole dot product could exceed that, it is cut into chunks of taps (or of depth) that
+cannot, each converted to int32 and added with wrap-around, which is the exact sum modulo 2**32: the
+int32 accumulator's result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..toolchain import Toolchain
+
+EXACT = 1 << 24  # float32 holds every integer below this
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    mr: int  # rows per tile
+    nv: int  # vectors per column block
+    vl: int  # floats per vector
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.vl
+
+
+def tiling(tools: Toolchain, rows: int, columns: int) -> Tiling:
+    """Tile sizes for a product with ``rows`` x ``columns`` results."""
+    vl = tools.vector_floats
+    nv = max(1, min(-(-columns // vl), 4))
+    budget = tools.vector_registers * 3 // 4
+    mr = max(1, min(budget // nv, 16, rows))
+    return Tiling(mr, nv, vl)
+
+
+def pack_weights(weights: np.ndarray, nr: int) -> np.ndarray:
+    """[taps, depth, columns] -> float32 [blocks, taps, depth, nr], zero past the last column."""
+    taps, depth, columns = weights.shape
+    blocks = -(-columns // nr)
+    packed = np.zeros((blocks, taps, depth, nr), np.float32)
+    for b in range(blocks):
+        part = weights[:, :, b * nr : (b + 1) * nr]
+        packed[b, :, :, : part.shape[2]] = part
+    return packed
+
+
+def chunks(taps: int, depth: int, bound: int) -> list[tuple[int, int, int, int]]:
+    """(t0, t1, k0, k1) ranges covering taps x depth in which a sum of terms of magnitude <= ``bound``
+    stays exact in float32; one range when the whole sum does (always, for float operands: bound 0)."""
+    if bound * taps * depth < EXACT:
+        return [(0, taps, 0, depth)]
+    if bound * depth < EXACT:
+        step = (EXACT - 1) // (bound * depth)
+        return [(t, min(taps, t + step), 0, depth) for t in range(0, taps, step)]
+    step = max(1, (EXACT - 1) // bound)
+    return [(t, t + 1, k, min(depth, k + step)) for t in range(taps) for k in range(0, depth, step)]
+
+
+def micro_kernel(
+    name: str, tile: Tiling, rows: int, columns: int, taps: int, depth: int, offsets: str | None, integer: bool
+) -> str:
+    """A kernel for ``rows`` (<= MR) rows and the ``columns`` (<= NR) valid columns of one block.
+
+    Signature: (a, w, bias, c, t0, t1, k0, k1[, first]): a / c hold a pointer per row (into the input and
+    the output), w points at the block's packed weights, bias at its NR initial values (float) or its
+    columns' int32 biases. ``offsets`` names the C array of tap offsets (None: one tap at offset 0).
+    Float results are stored; integer ones are converted, and with ``first`` get the bias added, else
+    are added to what the earlier chunks stored."""
+    vl = tile.vl
+    nv = -(-columns // vl)
+    nr = tile.nr
+    out_t = "int32_t" if integer else "float"
+    bias_t = "int32_t" if integer else "float"
+    lines = [
+        f"IA_INLINE void {name}(const float *const *restrict a, const float *restrict w, "
+        f"const {bias_t} *restrict bias, {out_t} *const *restrict c, "
+        "ptrdiff_t t0, ptrdiff_t t1, ptrdiff_t k0, ptrdiff_t k1" + (", int first)" if integer else ")"),
+        "{",
+    ]
+    for i in range(rows):
+        lines.append(f"    const float *restrict a{i} = a[{i}];")
+    for i in range(rows):
+        for v in range(nv):
+            init = "ia_vzero()" if integer else f"ia_vload(bias + {v * vl})"
+            lines.append(f"    ia_vf c{i}_{v} = {init};")
+    lines.append("    for (ptrdiff_t t = t0; t < t1; t++) {")
+    lines.append(f"        const ptrdiff_t off = {offsets}[t];" if offsets else "        const ptrdiff_t off = 0;")
+    lines.append(f"        const float *restrict wt = w + t * {depth * nr};")
+    lines.append("        for (ptrdiff_t k = k0; k < k1; k++) {")
+    for v in range(nv):
+        lines.append(f"            const ia_vf w{v} = ia_vload(wt + k * {nr} + {v * vl});")
+    for i in range(rows):
+        lines.append(f"            {{ const ia_vf x = ia_vset1(a{i}[off + k]);")
+        for v in range(nv):
+            lines.append(f"              c{i}_{v} = ia_vfma(x, w{v}, c{i}_{v});")
+        lines.append("            }")
+    lines.append("        }")
+    lines.append("    }")
+    for i in range(rows):
+        if integer:
+            lines.append("    {")
+            lines.append(f"        float tmp[{nv * vl}];")
+            for v in range(nv):
+                lines.append(f"        ia_vstore(tmp + {v * vl}, c{i}_{v});")
+            lines.append(f"        int32_t *restrict row = c[{i}];")
+            lines.append(f"        if (first) for (int n = 0; n < {columns}; n++)")
+            lines.append("            row[n] = (int32_t)((uint32_t)(int32_t)tmp[n] + (uint32_t)bias[n]);")
+            lines.append(f"        else for (int n = 0; n < {columns}; n++)")
+            lines.append("            row[n] = (int32_t)((uint32_t)row[n] + (uint32_t)(int32_t)tmp[n]);")
+            lines.append("    }")
+            continue
+        for v in range(nv):
+            lanes = min(vl, columns - v * vl)
+            if lanes == vl:
+                lines.append(f"    ia_vstore(c[{i}] + {v * vl}, c{i}_{v});")
+            else:
+                lines.append(f"    ia_vstore_n(c[{i}] + {v * vl}, c{i}_{v}, {lanes});")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class Product:
+    """What a driver needs to call the micro-kernels of one product."""
+
+    prefix: str
+    tile: Tiling
+    rows: int  # M
+    columns: int  # N
+    taps: int
+    depth: int
+    offsets: str | None
+    integer: bool
+    ranges: list[tuple[int, int, int, int]]
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.columns // self.tile.nr)
+
+    def kernels(self, tile_rows: list[int]) -> str:
+        """The micro-kernels for tiles of each height in ``tile_rows`` (full and last column block)."""
+        out = []
+        last = self.columns - (self.blocks - 1) * self.tile.nr
+        for rows in sorted(set(tile_rows)):
+            for columns in sorted({self.tile.nr if self.blocks > 1 else last, last}):
+                name = self.kernel_name(rows, columns)
+                out.append(
+                    micro_kernel(name, self.tile, rows, columns, self.taps, self.depth, self.offsets, self.integer)
+                )
+        return "\n".join(out)
+
+    def kernel_name(self, rows: int, columns: int) -> str:
+        return f"{self.prefix}mk{rows}x{columns}"
+
+    def calls(self, rows: int, a: str, c: str, block_loop: bool = True) -> list[str]:
+        """C statements running the column blocks of one tile of ``rows`` rows; ``a`` / ``c`` name the
+        row-pointer arrays, ``W`` / ``B`` the packed weights and bias in the caller. Without
+        ``block_loop``, only block ``nb`` (a variable of the caller's loop) runs."""
+        last = self.columns - (self.blocks - 1) * self.tile.nr
+        out_t = "int32_t" if self.integer else "float"
+        lines = [f"for (ptrdiff_t nb = 0; nb < {self.blocks}; nb++) {{" if block_loop else "{"]
+        lines.append(f"    const float *restrict wb = W + nb * {self.taps * self.depth * self.tile.nr};")
+        lines.append(f"    const {out_t} *restrict bb = B + nb * {self.tile.nr};")
+        lines.append(f"    {out_t} *cb[{rows}];")
+        lines.append(f"    for (int i = 0; i < {rows}; i++) cb[i] = {c}[i] + nb * {self.tile.nr};")
+
+        def run(columns: int) -> list[str]:
+            out = []
+            for index, (t0, t1, k0, k1) in enumerate(self.ranges):
+                first = ", 1" if self.integer and index == 0 else (", 0" if self.integer else "")
+                out.append(f"{self.kernel_name(rows, columns)}({a}, wb, bb, cb, {t0}, {t1}, {k0}, {k1}{first});")
+            return out
+
+        if self.blocks == 1:
+            lines += [f"    {line}" for line in run(last)]
+        else:
+            lines.append(f"    if (nb + 1 < {self.blocks}) {{")
+            lines += [f"        {line}" for line in run(self.tile.nr)]
+            lines.append("    } else {")
+            lines += [f"        {line}" for line in run(last)]
+            lines.append("    }")
+        lines.append("}")
+        return lines
+
+
+def magnitude(dtype_range: tuple[int, int], zero_point: int) -> int:
+    """The largest |x - zero_point| for x of a type with ``dtype_range``."""
+    lo, hi = dtype_range
+    return max(hi - zero_point, zero_point - lo)
+
+
+def prod(values) -> int:
+    return math.prod(int(v) for v in values)

@@ -1,0 +1,512 @@
+"""Native code for the tensor operators: CONV2D, DEPTHWISE_CONV2D, MATMUL, AVG_POOL2D, MAX_POOL2D.
+
+CONV2D and MATMUL are direct products through :mod:`.gemm`'s micro-kernels; their weights are packed at
+load (a MATMUL's second operand in the prologue when it is not a constant). A convolution with padding,
+or on integers, first copies its input into scratch with zeros around it (integers minus their zero
+point, as float), so the kernels never test a bound; without padding a float input is read in place.
+Work is split into units of output tiles, which threads may share. Float dot products use fused
+multiply-adds in the kernels' order; the specification bounds their error against an fp64 reference,
+as it does the numpy kernels' BLAS order. Integer results are exact (see :mod:`.gemm`).
+
+DEPTHWISE_CONV2D runs over channels with vectors (multiplier 1) or per element; the pools over the
+valid window of each output (padding is never materialised: an average divides by the valid count,
+and a maximum never sees a padding value, since every window holds an input element).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .....tosa.attributes import NanPropagationMode
+from .....tosa.dtypes import DType
+from .....tosa.operators import Op
+from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size
+from . import gemm
+
+_INT8_RANGE = (-128, 127)
+_POOL_STACK_CHANNELS = 4096  # AVG_POOL2D keeps a row of accumulators on the stack
+
+
+def _int_range(dtype: DType) -> tuple[int, int]:
+    return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
+
+
+def _types(view: OpView) -> bool:
+    """True for an integer product (int8 x int8 -> int32), False for fp32; NotNative otherwise."""
+    a, b, out = view.dtype(0), view.dtype(1), view.out_dtype()
+    if a is DType.FP32 and b is DType.FP32 and out is DType.FP32:
+        return False
+    if a is DType.INT8 and b is DType.INT8 and out is DType.INT32:
+        return True
+    raise NotNative(f"{view.op.name} on {a} x {b} -> {out}")
+
+
+def _padded_copy(
+    ct: str, shape: tuple[int, int, int, int], pads: tuple[int, int, int, int], zero_point: int, integer: bool, out: str
+) -> str:
+    """Statements copying the NHWC input X0 into scratch S0 as C type ``out`` ("float" or "int32_t") with zero
+    rows and columns around it, subtracting ``zero_point`` from integer values."""
+    n, h, w, c = shape
+    top, bottom, left, right = pads
+    ph, pw = h + top + bottom, w + left + right
+    target = out
+    convert = f"({target})((int32_t)src[j] - {zero_point})" if integer else "src[j]"
+    return f"""{target} *restrict P = ({target} *)S0;
+for (ptrdiff_t b = 0; b < {n}; b++)
+    for (ptrdiff_t py = 0; py < {ph}; py++) {{
+        {target} *restrict row = P + (b * {ph} + py) * {pw * c};
+        const ptrdiff_t iy = py - {top};
+        if (iy < 0 || iy >= {h}) {{ memset(row, 0, {pw * c} * sizeof({target})); continue; }}
+        memset(row, 0, {left * c} * sizeof({target}));
+        const {ct} *restrict src = X0 + (b * {h} + iy) * {w * c};
+        {target} *restrict dst = row + {left * c};
+        for (ptrdiff_t j = 0; j < {w * c}; j++) dst[j] = {convert};
+        memset(row + {(left + w) * c}, 0, {right * c} * sizeof({target}));
+    }}"""
+
+
+def _check_windows(view: OpView, size_in: int, pad: int, kernel: int, stride: int, dilation: int, out: int) -> None:
+    if out < 1 or (out - 1) * stride + (kernel - 1) * dilation >= size_in + pad:
+        raise NotNative(f"{view.where()}: windows outside the padded input")
+
+
+# -- CONV2D ------------------------------------------------------------------------------------------------
+@lowering(Op.CONV2D)
+def conv2d(view: OpView) -> Kernel:
+    integer = _types(view)
+    attr = view.attribute
+    n, ih, iw, ic = view.inputs[0].shape
+    oc, kh, kw, _ = view.inputs[1].shape
+    _, oh, ow, _ = view.outputs[0].shape
+    top, bottom, left, right = attr.pad
+    sy, sx = attr.stride
+    dy, dx = attr.dilation
+    _check_windows(view, ih, top + bottom, kh, sy, dy, oh)
+    _check_windows(view, iw, left + right, kw, sx, dx, ow)
+    zp_x = view.scalar(3, "input_zp") if integer else 0
+    zp_w = view.scalar(4, "weight_zp") if integer else 0
+    padded = integer or any(attr.pad)
+    ph, pw = (ih + top + bottom, iw + left + right) if padded else (ih, iw)
+    row, image = pw * ic, ph * pw * ic
+    rows, taps = n * oh * ow, kh * kw
+    tile = gemm.tiling(view.tools, rows, oc)
+    blocks = -(-oc // tile.nr)
+    scratch = [n * ph * pw * ic * 4] if padded else []
+    prologue = []
+    if padded:
+        prologue.append(_padded_copy(c_type(view.dtype()), (n, ih, iw, ic), tuple(attr.pad), zp_x, integer, "float"))
+    weights, bias, arrays, w_bound = _conv_operands(
+        view, integer, tile.nr, blocks, taps, ic, oc, zp_w, scratch, prologue
+    )
+    bound = gemm.magnitude(_INT8_RANGE, zp_x) * w_bound if integer else 0
+    offsets = f"{view.prefix}taps"
+    product = gemm.Product(view.prefix, tile, rows, oc, taps, ic, offsets, integer, gemm.chunks(taps, ic, bound))
+    table = ", ".join(str(ky * dy * row + kx * dx * ic) for ky in range(kh) for kx in range(kw))
+    remainder = rows % tile.mr
+    helpers = [
+        f"static const ptrdiff_t {offsets}[{taps}] = {{{table}}};",
+        product.kernels([tile.mr, remainder or tile.mr]),
+    ]
+    out_t = "int32_t" if integer else "float"
+    source = "(const float *)S0" if padded else "X0"
+    body = [
+        f"const float *restrict P = {source};",
+        f"const float *restrict W = {weights};",
+        f"const {out_t} *restrict B = {bias};",
+        "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
+        f"    const ptrdiff_t m0 = tile * {tile.mr};",
+        f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
+        f"    const float *a[{tile.mr}];",
+        f"    {out_t} *c[{tile.mr}];",
+        "    for (ptrdiff_t i = 0; i < rows; i++) {",
+        f"        const ptrdiff_t m = m0 + i, b = m / {oh * ow}, r = m % {oh * ow};",
+        f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * ic};",
+        f"        c[i] = Y0 + m * {oc};",
+        "    }",
+        f"    if (rows == {tile.mr}) {{",
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c")),
+        "    }",
+    ]
+    if remainder:
+        body += ["    else {", *(f"        {line}" for line in product.calls(remainder, "a", "c")), "    }"]
+    body.append("}")
+    return Kernel(
+        "\n".join(body),
+        prologue="\n".join(prologue),
+        helpers="\n".join(helpers),
+        scratch=tuple(scratch),
+        arrays=arrays,
+        units=-(-rows // tile.mr),
+        macs=rows * oc * taps * ic,
+        vectors=True,
+    )
+
+
+def _conv_operands(
+    view: OpView,
+    integer: bool,
+    nr: int,
+    blocks: int,
+    taps: int,
+    depth: int,
+    columns: int,
+    zp_w: int,
+    scratch: list[int],
+    prologue: list[str],
+) -> tuple[str, str, dict[str, np.ndarray], int]:
+    """Where a convolution's packed weights and bias come from (C expressions), the arrays made at load
+    for them, and a bound on |weight - weight_zp|. Constant operands are packed now; others by the
+    prologue, into scratch buffers appended to ``scratch``."""
+    arrays: dict[str, np.ndarray] = {}
+    w_value, b_value = view.values[1], view.values[2]
+    if w_value is not None:
+        w = np.asarray(w_value).astype(np.float64) - zp_w
+        arrays["w"] = gemm.pack_weights(w.reshape(columns, taps, depth).transpose(1, 2, 0), nr)
+        weights, w_bound = "K_w", int(np.abs(w).max(initial=0)) if integer else 0
+    else:
+        k = len(scratch)
+        scratch.append(blocks * taps * depth * nr * 4)
+        convert = (
+            f"(float)((int32_t)X1[(col * {taps} + t) * {depth} + k] - {zp_w})"
+            if integer
+            else (f"X1[(col * {taps} + t) * {depth} + k]")
+        )
+        prologue.append(
+            f"""float *restrict PW = (float *)S{k};
+for (ptrdiff_t nb = 0; nb < {blocks}; nb++)
+    for (ptrdiff_t t = 0; t < {taps}; t++)
+        for (ptrdiff_t k = 0; k < {depth}; k++)
+            for (ptrdiff_t j = 0; j < {nr}; j++) {{
+                const ptrdiff_t col = nb * {nr} + j;
+                PW[((nb * {taps} + t) * {depth} + k) * {nr} + j] = col < {columns} ? {convert} : 0.0f;
+            }}"""
+        )
+        weights = f"(const float *)S{k}"
+        w_bound = gemm.magnitude(_INT8_RANGE, zp_w) if integer else 0
+    bias_t = "int32_t" if integer else "float"
+    if b_value is not None:
+        arrays["b"] = _bias(np.asarray(b_value).reshape(-1), columns, blocks * nr, integer)
+        bias = "K_b"
+    else:
+        k = len(scratch)
+        scratch.append(blocks * nr * 4)
+        spread = "j" if size(view.inputs[2].shape) == columns else "0"
+        prologue.append(
+            f"""{bias_t} *restrict PB = ({bias_t} *)S{k};
+for (ptrdiff_t j = 0; j < {blocks * nr}; j++) PB[j] = j < {columns} ? X2[{spread}] : 0;"""
+        )
+        bias = f"(const {bias_t} *)S{k}"
+    return weights, bias, arrays, w_bound
+
+
+def _bias(bias: np.ndarray, channels: int, padded: int, integer: bool) -> np.ndarray:
+    full = np.broadcast_to(bias, (channels,)) if bias.shape[0] != channels else bias
+    out = np.zeros(padded, np.int32 if integer else np.float32)
+    out[:channels] = full
+    return out
+
+
+# -- MATMUL ------------------------------------------------------------------------------------------------
+@lowering(Op.MATMUL)
+def matmul(view: OpView) -> Kernel:
+    integer = _types(view)
+    batch, h, c = view.inputs[0].shape
+    _, _, w = view.inputs[1].shape
+    zp_a = view.scalar(2, "A_zp") if integer else 0
+    zp_b = view.scalar(3, "B_zp") if integer else 0
+    tile = gemm.tiling(view.tools, h, w)
+    blocks = -(-w // tile.nr)
+    panel = blocks * c * tile.nr  # floats of one batch's packed B
+    b_value = view.values[1]
+    arrays: dict[str, np.ndarray] = {}
+    prologue: list[str] = []
+    scratch: list[int] = []
+    if b_value is not None:
+        wide = np.asarray(b_value).astype(np.float64) - zp_b
+        arrays["w"] = np.stack([gemm.pack_weights(wide[i][None], tile.nr) for i in range(batch)])
+        b_bound = int(np.abs(wide).max(initial=0)) if integer else 0
+        weights = "K_w"
+    else:
+        b_bound = gemm.magnitude(_INT8_RANGE, zp_b)
+        convert = f"(float)((int32_t)src[k * {w} + col] - {zp_b})" if integer else f"src[k * {w} + col]"
+        prologue.append(
+            f"""float *restrict PB = (float *)S{len(scratch)};
+for (ptrdiff_t b = 0; b < {batch}; b++)
+    for (ptrdiff_t nb = 0; nb < {blocks}; nb++) {{
+        const {c_type(view.dtype(1))} *restrict src = X1 + b * {c * w};
+        float *restrict dst = PB + b * {panel} + nb * {c * tile.nr};
+        for (ptrdiff_t k = 0; k < {c}; k++)
+            for (ptrdiff_t j = 0; j < {tile.nr}; j++) {{
+                const ptrdiff_t col = nb * {tile.nr} + j;
+                dst[k * {tile.nr} + j] = col < {w} ? {convert} : 0.0f;
+            }}
+    }}"""
+        )
+        weights = f"(const float *)S{len(scratch)}"
+        scratch.append(batch * panel * 4)
+    if integer:
+        prologue.append(
+            f"""float *restrict PA = (float *)S{len(scratch)};
+for (ptrdiff_t j = 0; j < {batch * h * c}; j++) PA[j] = (float)((int32_t)X0[j] - {zp_a});"""
+        )
+        a_source = f"(const float *)S{len(scratch)}"
+        scratch.append(batch * h * c * 4)
+    else:
+        a_source = "X0"
+    bound = gemm.magnitude(_INT8_RANGE, zp_a) * b_bound if integer else 0
+    product = gemm.Product(view.prefix, tile, h, w, 1, c, None, integer, gemm.chunks(1, c, bound))
+    arrays["b"] = np.zeros(blocks * tile.nr, np.int32 if integer else np.float32)
+    tiles = -(-h // tile.mr)
+    remainder = h % tile.mr
+    out_t = "int32_t" if integer else "float"
+    body = [
+        f"const float *restrict A = {a_source};",
+        f"const {out_t} *restrict B = K_b;",
+        # A unit is one tile of rows in one column block, in (batch, block, tile) order: a stretch of units
+        # keeps one block's packed panel of B in cache while the tiles of A pass by.
+        "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
+        f"    const ptrdiff_t b = unit / {blocks * tiles}, nb = (unit / {tiles}) % {blocks};",
+        f"    const ptrdiff_t m0 = (unit % {tiles}) * {tile.mr};",
+        f"    const ptrdiff_t rows = {h} - m0 < {tile.mr} ? {h} - m0 : {tile.mr};",
+        f"    const float *restrict W = {weights} + b * {panel};",
+        f"    const float *a[{tile.mr}];",
+        f"    {out_t} *c[{tile.mr}];",
+        "    for (ptrdiff_t i = 0; i < rows; i++) {",
+        f"        a[i] = A + (b * {h} + m0 + i) * {c};",
+        f"        c[i] = Y0 + (b * {h} + m0 + i) * {w};",
+        "    }",
+        f"    if (rows == {tile.mr}) {{",
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", block_loop=False)),
+        "    }",
+    ]
+    if remainder:
+        calls = product.calls(remainder, "a", "c", block_loop=False)
+        body += ["    else {", *(f"        {line}" for line in calls), "    }"]
+    body.append("}")
+    return Kernel(
+        "\n".join(body),
+        prologue="\n".join(prologue),
+        helpers=product.kernels([tile.mr, remainder or tile.mr]),
+        scratch=tuple(scratch),
+        arrays=arrays,
+        units=batch * blocks * tiles,
+        macs=batch * h * w * c,
+        vectors=True,
+    )
+
+
+# -- DEPTHWISE_CONV2D -------------------------------------------------------------------------------------
+@lowering(Op.DEPTHWISE_CONV2D)
+def depthwise_conv2d(view: OpView) -> Kernel:
+    integer = _types(view)
+    attr = view.attribute
+    n, ih, iw, c = view.inputs[0].shape
+    kh, kw, _, mult = view.inputs[1].shape
+    _, oh, ow, oc = view.outputs[0].shape
+    top, bottom, left, right = attr.pad
+    sy, sx = attr.stride
+    dy, dx = attr.dilation
+    _check_windows(view, ih, top + bottom, kh, sy, dy, oh)
+    _check_windows(view, iw, left + right, kw, sx, dx, ow)
+    zp_x = view.scalar(3, "input_zp") if integer else 0
+    zp_w = view.scalar(4, "weight_zp") if integer else 0
+    vl = view.tools.vector_floats
+    width = -(-oc // vl) * vl
+    taps = kh * kw
+    elem = "int32_t" if integer else "float"
+    scratch: list[int] = []
+    prologue: list[str] = []
+    arrays: dict[str, np.ndarray] = {}
+    padded = integer or any(attr.pad)
+    ph, pw = (ih + top + bottom, iw + left + right) if padded else (ih, iw)
+    if padded:
+        scratch.append(n * ph * pw * c * 4)
+        prologue.append(_padded_copy(c_type(view.dtype()), (n, ih, iw, c), tuple(attr.pad), zp_x, integer, elem))
+    if view.values[1] is not None:
+        weights = np.asarray(view.values[1]).astype(np.int64 if integer else np.float32)
+        packed = np.zeros((taps, width), np.int32 if integer else np.float32)
+        packed[:, :oc] = (weights - zp_w).reshape(taps, oc)
+        arrays["w"] = packed
+        w_ptr = "K_w"
+    else:
+        k = len(scratch)
+        scratch.append(taps * width * 4)
+        value = f"({elem})((int32_t)X1[t * {oc} + j] - {zp_w})" if integer else f"X1[t * {oc} + j]"
+        prologue.append(
+            f"""{elem} *restrict PW = ({elem} *)S{k};
+for (ptrdiff_t t = 0; t < {taps}; t++)
+    for (ptrdiff_t j = 0; j < {width}; j++) PW[t * {width} + j] = j < {oc} ? {value} : 0;"""
+        )
+        w_ptr = f"(const {elem} *)S{k}"
+    if view.values[2] is not None:
+        arrays["b"] = _bias(np.asarray(view.values[2]).reshape(-1), oc, width, integer)
+        b_ptr = "K_b"
+    else:
+        k = len(scratch)
+        scratch.append(width * 4)
+        spread = "j" if size(view.inputs[2].shape) == oc else "0"
+        prologue.append(
+            f"""{elem} *restrict PB = ({elem} *)S{k};
+for (ptrdiff_t j = 0; j < {width}; j++) PB[j] = j < {oc} ? X2[{spread}] : 0;"""
+        )
+        b_ptr = f"(const {elem} *)S{k}"
+    row = pw * c
+    offsets = [ky * dy * row + kx * dx * c for ky in range(kh) for kx in range(kw)]
+    table = f"static const ptrdiff_t {view.prefix}taps[{taps}] = {{{', '.join(map(str, offsets))}}};"
+    head = [
+        f"const {elem} *restrict P = {f'(const {elem} *)S0' if padded else 'X0'};",
+        f"const {elem} *restrict W = {w_ptr};",
+        f"const {elem} *restrict B = {b_ptr};",
+        "for (ptrdiff_t r = lo; r < hi; r++) {",
+        f"    const ptrdiff_t b = r / {oh}, oy = r % {oh};",
+        f"    for (ptrdiff_t ox = 0; ox < {ow}; ox++) {{",
+        f"        const {elem} *restrict base = P + b * {ph * row} + oy * {sy * row} + ox * {sx * c};",
+        f"        {c_type(view.out_dtype())} *restrict o = Y0 + (r * {ow} + ox) * {oc};",
+    ]
+    if not integer and mult == 1:
+        inner = [
+            f"        for (ptrdiff_t c0 = 0; c0 < {oc}; c0 += IA_VL) {{",
+            "            ia_vf acc = ia_vload(B + c0);",
+            f"            if (c0 + IA_VL <= {oc}) {{",
+            f"                for (int t = 0; t < {taps}; t++) {{",
+            f"                    const ia_vf x = ia_vload(base + {view.prefix}taps[t] + c0);",
+            f"                    acc = ia_vfma(x, ia_vload(W + t * {width} + c0), acc);",
+            "                }",
+            "                ia_vstore(o + c0, acc);",
+            "            } else {",
+            f"                for (int t = 0; t < {taps}; t++) {{",
+            f"                    const ia_vf x = ia_vload_n(base + {view.prefix}taps[t] + c0, {oc} - (int)c0);",
+            f"                    acc = ia_vfma(x, ia_vload(W + t * {width} + c0), acc);",
+            "                }",
+            f"                ia_vstore_n(o + c0, acc, {oc} - (int)c0);",
+            "            }",
+            "        }",
+        ]
+    elif integer:
+        inner = [
+            f"        for (ptrdiff_t j = 0; j < {oc}; j++) {{",
+            "            int64_t acc = 0;",
+            f"            for (int t = 0; t < {taps}; t++)",
+            f"                acc += (int64_t)base[{view.prefix}taps[t] + j / {mult}] * W[t * {width} + j];",
+            "            o[j] = (int32_t)((uint32_t)(uint64_t)acc + (uint32_t)B[j]);",
+            "        }",
+        ]
+    else:
+        inner = [
+            f"        for (ptrdiff_t j = 0; j < {oc}; j++) {{",
+            "            float acc = B[j];",
+            f"            for (int t = 0; t < {taps}; t++)",
+            f"                acc = fmaf(base[{view.prefix}taps[t] + j / {mult}], W[t * {width} + j], acc);",
+            "            o[j] = acc;",
+            "        }",
+        ]
+    body = [*head, *inner, "    }", "}"]
+    return Kernel(
+        "\n".join(body),
+        prologue="\n".join(prologue),
+        helpers=table,
+        scratch=tuple(scratch),
+        arrays=arrays,
+        units=n * oh,
+        macs=n * oh * ow * oc * taps,
+        vectors=not integer and mult == 1,
+    )
+
+
+# -- pools -------------------------------------------------------------------------------------------------
+def _pool_head(view: OpView) -> tuple[list[str], tuple[int, ...]]:
+    attr = view.attribute
+    n, h, w, c = view.inputs[0].shape
+    _, oh, ow, _ = view.outputs[0].shape
+    ky, kx = attr.kernel
+    sy, sx = attr.stride
+    top, _, left, _ = attr.pad
+    lines = [
+        "for (ptrdiff_t r = lo; r < hi; r++) {",
+        f"    const ptrdiff_t b = r / {oh}, oy = r % {oh};",
+        f"    const ptrdiff_t y0 = oy * {sy} - {top}, y1 = y0 + {ky};",
+        f"    const ptrdiff_t ya = y0 < 0 ? 0 : y0, yb = y1 > {h} ? {h} : y1;",
+        f"    for (ptrdiff_t ox = 0; ox < {ow}; ox++) {{",
+        f"        const ptrdiff_t x0 = ox * {sx} - {left}, x1 = x0 + {kx};",
+        f"        const ptrdiff_t xa = x0 < 0 ? 0 : x0, xb = x1 > {w} ? {w} : x1;",
+        f"        {c_type(view.out_dtype())} *restrict o = Y0 + (r * {ow} + ox) * {c};",
+    ]
+    return lines, (n, h, w, c, oh)
+
+
+def _window_loop(ct: str, c: int, h: int, w: int, statement: str) -> list[str]:
+    """Statements running ``statement`` for every channel j of every valid input pixel p of the window."""
+    return [
+        "        for (ptrdiff_t iy = ya; iy < yb; iy++)",
+        "            for (ptrdiff_t ix = xa; ix < xb; ix++) {",
+        f"                const {ct} *restrict p = X0 + ((b * {h} + iy) * {w} + ix) * {c};",
+        f"                for (ptrdiff_t j = 0; j < {c}; j++) {statement}",
+        "            }",
+    ]
+
+
+@lowering(Op.MAX_POOL2D)
+def max_pool2d(view: OpView) -> Kernel:
+    dtype = view.dtype()
+    head, (n, h, w, c, oh) = _pool_head(view)
+    ct = c_type(dtype)
+    if dtype is DType.FP32:
+        ignore = view.attribute.nan_mode == NanPropagationMode.IGNORE
+        init = c_float(float("nan") if ignore else float("-inf"))
+        step = f"o[j] = {'ia_max_i' if ignore else 'ia_max_p'}(o[j], p[j]);"
+    elif dtype in (DType.INT8, DType.INT16, DType.INT32):
+        init = c_int(_int_range(dtype)[0])
+        step = "o[j] = o[j] >= p[j] ? o[j] : p[j];"
+    else:
+        raise NotNative(f"MAX_POOL2D on {dtype}")
+    body = [
+        *head,
+        f"        for (ptrdiff_t j = 0; j < {c}; j++) o[j] = ({ct})({init});",
+        *_window_loop(ct, c, h, w, step),
+        "    }",
+        "}",
+    ]
+    return Kernel("\n".join(body), units=n * oh, macs=size(view.outputs[0].shape) * size(view.attribute.kernel))
+
+
+@lowering(Op.AVG_POOL2D)
+def avg_pool2d(view: OpView) -> Kernel:
+    """fp32: the double sum of the valid elements divided by their count, rounded once. Integers: the
+    sum minus zero points, scaled by reciprocal_scale(count) with apply_scale_32's rounding, plus the
+    output zero point, saturated (the numpy kernel's steps)."""
+    dtype = view.dtype()
+    head, (n, h, w, c, oh) = _pool_head(view)
+    if c > _POOL_STACK_CHANNELS:
+        raise NotNative(f"AVG_POOL2D over {c} channels")
+    ct = c_type(dtype)
+    if dtype is DType.FP32:
+        accumulate = "acc[j] += (double)p[j];"
+        finish = [f"        for (ptrdiff_t j = 0; j < {c}; j++) o[j] = (float)(acc[j] / (double)count);"]
+        acc_t = "double"
+    elif dtype in (DType.INT8, DType.INT16):
+        zp_in = view.scalar(1, "input_zp")
+        zp_out = view.scalar(2, "output_zp")
+        lo, hi = _int_range(dtype)
+        accumulate = f"acc[j] += (int64_t)p[j] - {zp_in};"
+        acc_t = "int64_t"
+        finish = [
+            "        const int64_t k = count > 1 ? 64 - __builtin_clzll((uint64_t)(count - 1)) : 0;",
+            "        const int64_t mult = (((INT64_C(1) << 30) + 1) << k) / count, shift = 30 + k;",
+            f"        for (ptrdiff_t j = 0; j < {c}; j++) {{",
+            "            const int64_t scaled = (acc[j] * mult + (INT64_C(1) << (shift - 1))) >> shift;",
+            f"            o[j] = ({ct})ia_clip64(scaled + {zp_out}, {lo}, {hi});",
+            "        }",
+        ]
+    else:
+        raise NotNative(f"AVG_POOL2D on {dtype}")
+    body = [
+        *head,
+        "        const int64_t count = (int64_t)(yb - ya) * (xb - xa);",
+        f"        {acc_t} acc[{c}];",
+        f"        for (ptrdiff_t j = 0; j < {c}; j++) acc[j] = 0;",
+        *_window_loop(ct, c, h, w, accumulate),
+        *finish,
+        "    }",
+        "}",
+    ]
+    return Kernel("\n".join(body), units=n * oh, macs=size(view.outputs[0].shape) * size(view.attribute.kernel))
