@@ -27,7 +27,7 @@ import peers as peer_mod
 from workloads import WORKLOADS, Workload
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("ironaccel", "ironaccel-kernel", "ort", "iree", "torch", "ref")
+PEERS = ("ironaccel", "ironaccel-kernel", "ironaccel-interp", "ort", "iree", "torch", "ref")
 COMPARED = ("ort", "iree", "torch", "ref")  # ratio columns
 TARGETS = {"ort": 0.8, "ref": 50.0}  # minimum speedup of ironaccel over the peer
 ROUNDS = 5
@@ -191,9 +191,9 @@ def render(results: dict[str, Any]) -> str:
         "Median ms per call through each library's user API (p10-p90 in brackets); speedup = peer ms / "
         "ironaccel ms. Targets: >= 0.8x onnxruntime, >= 50x the reference model.",
         "",
-        "| workload | ironaccel | kernel only | onnxruntime | IREE | torch | ref model "
+        "| workload | ironaccel | kernel only | interpreter | onnxruntime | IREE | torch | ref model "
         "| vs ORT | vs IREE | vs torch | vs ref | load before/after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["workloads"]:
         p = row["peers"]
@@ -202,7 +202,10 @@ def render(results: dict[str, Any]) -> str:
         cells.append(f"{row['load_before'][0]:.2f}/{row['load_after'][0]:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Agreement with IronAccel's output (max |diff|):", ""]
-    lines += ["| workload | kernel only | onnxruntime | IREE | torch | ref model |", "|---|---|---|---|---|---|"]
+    lines += [
+        "| workload | kernel only | interpreter | onnxruntime | IREE | torch | ref model |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in results["workloads"]:
         p = row["peers"]
         cells = [row["workload"]] + [_fmt_agreement(p.get(n, {})) for n in PEERS[1:]]

@@ -94,10 +94,37 @@ class IronAccel(Peer):
 
 
 class IronAccelKernel(Peer):
-    """The CPU interpreter alone (``CompiledProgram.run``): no buffers, no queue hand-off."""
+    """What the CPU backend runs for the program, alone: its native code where the program compiles
+    (``NativeProgram.run``), else the interpreter; no API layer (array checks, output allocation by the
+    API, the program's pinning)."""
 
     name = "ironaccel-kernel"
-    threads = "the interpreter alone, threads as ironaccel"
+
+    def __init__(self) -> None:
+        from ironaccel.backends.cpu.native import toolchain
+
+        tools = toolchain.compiler()
+        reason = toolchain.unavailable_reason()
+        compiler = f"{tools.identity}, {' '.join(tools.flags)}, {tools.isa} kernels" if tools else f"none ({reason})"
+        self.threads = f"native code (C compiler: {compiler}) where the program compiles; threads as ironaccel"
+
+    def prepare(self, workload: Workload) -> Prepared | str:
+        from ironaccel.backends.cpu import native
+        from ironaccel.backends.cpu.interpreter import load
+        from ironaccel.tosa.codec import read
+
+        compiled = load(read(workload.tosa))
+        runner, _ = native.load(compiled)
+        program = runner or compiled
+        inputs = workload.inputs
+        return Prepared(lambda: program.run(inputs), lambda y: y)
+
+
+class IronAccelInterpreter(Peer):
+    """The numpy interpreter alone (``CompiledProgram.run``), what the backend runs without a C compiler."""
+
+    name = "ironaccel-interp"
+    threads = "the numpy interpreter alone, threads as ironaccel"
 
     def prepare(self, workload: Workload) -> Prepared | str:
         from ironaccel.backends.cpu.interpreter import load
@@ -346,6 +373,7 @@ def make(name: str) -> Peer:
     peers: dict[str, Callable[[], Peer]] = {
         "ironaccel": IronAccel,
         "ironaccel-kernel": IronAccelKernel,
+        "ironaccel-interp": IronAccelInterpreter,
         "ort": OnnxRuntime,
         "iree": Iree,
         "torch": TorchEager,
