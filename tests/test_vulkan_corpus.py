@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ironaccel
 from ironaccel.backends.cpu import run as cpu_run
 from ironaccel.backends.vulkan import instance
-from ironaccel.core.errors import Unsupported
 from ironaccel.tosa import admit, read
 from ironaccel.tosa.errors import LoweringError
-from vulkan_fixtures import BIG, DEVICE
+from vulkan_fixtures import BIG, dev
+
+__all__ = ["dev"]  # fixture, used by name
 
 CASES = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "virtio-accel" / "cases"
 NAMES = sorted(p.name for p in CASES.iterdir() if (p / "meta.json").is_file()) if CASES.is_dir() else []
@@ -131,33 +131,20 @@ def test_case_on_the_cpu_backend(name):
     compare(outputs[0], meta)
 
 
-@pytest.fixture(scope="module")
-def vulkan():
-    try:
-        device = ironaccel.open(DEVICE)
-    except Unsupported as exc:
-        pytest.skip(f"{DEVICE} unavailable: {exc}")
-    yield device
-    device.close()
-    leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
-    device.accelerator.close()
-    assert not leaks, leaks
-
-
 @needs_corpus
 @pytest.mark.parametrize("name", NAMES)
-def test_case_on_vulkan(vulkan, name):
+def test_case_on_vulkan(dev, name):
     program_bytes, inputs, meta = _case(name)
     program = read(program_bytes)
     instance.clear_validation_messages()
     try:
-        admit(program, vulkan.accelerator.capabilities())
+        admit(program, dev.accelerator.capabilities())
     except LoweringError:
         assert name in NOT_OFFERED, f"{name} is refused by the Vulkan descriptor"
         with pytest.raises(LoweringError):
-            vulkan.compile(program, resident_bytes=BIG)
+            dev.compile(program, resident_bytes=BIG)
         return
-    exe = vulkan.compile(program, resident_bytes=BIG)
+    exe = dev.compile(program, resident_bytes=BIG)
     try:
         outputs = exe(*inputs)
     finally:
@@ -165,14 +152,14 @@ def test_case_on_vulkan(vulkan, name):
     assert len(outputs) == 1
     compare(outputs[0], meta)
     assert not instance.validation_messages()
-    live = {k: v for k, v in vulkan.accelerator.live_resources().items() if v}
+    live = {k: v for k, v in dev.accelerator.live_resources().items() if v}
     assert live == {"context": 1, "queue": 1}, live
 
 
 @needs_corpus
-def test_what_vulkan_runs_and_refuses(vulkan):
+def test_what_vulkan_runs_and_refuses(dev):
     """The tally the module doc promises: every case but those left out on purpose runs."""
-    descriptor = vulkan.accelerator.capabilities()
+    descriptor = dev.accelerator.capabilities()
     refused = set()
     for name in NAMES:
         try:

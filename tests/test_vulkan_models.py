@@ -15,7 +15,6 @@ Tolerances, and what was measured when they were set (lavapipe, LLVM 15):
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -23,29 +22,17 @@ import pytest
 
 import ironaccel
 from ironaccel.backends.vulkan import instance
-from ironaccel.core.errors import Unsupported
 from ironaccel.tosa import load
+from vulkan_fixtures import dev
+
+__all__ = ["dev"]  # fixture, used by name
 
 MODELS = Path(__file__).resolve().parents[1] / "src" / "ironaccel" / "models"
 FLOAT_MODELS = sorted(
     p.stem for p in MODELS.glob("*.tosa") if not json.loads(p.with_suffix(".json").read_text())["quantized"]
 )
-DEVICE = "vulkan:" + (os.environ.get("IRONACCEL_TEST_VULKAN_DEVICE") or "lavapipe")
 CPU_REL = 1e-5
 TORCH_REL, TORCH_ABS = 1e-4, 1e-5
-
-
-@pytest.fixture(scope="module")
-def dev():
-    try:
-        device = ironaccel.open(DEVICE)
-    except Unsupported as exc:
-        pytest.skip(f"{DEVICE} unavailable: {exc}")
-    yield device
-    device.close()
-    leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
-    device.accelerator.close()
-    assert not leaks, leaks
 
 
 @pytest.fixture(autouse=True)
