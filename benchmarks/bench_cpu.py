@@ -213,11 +213,12 @@ def render(results: dict[str, Any]) -> str:
     notes = [f"- {row['workload']}: {row['note']}" for row in results["workloads"] if row.get("note")]
     if notes:
         lines += ["", "Notes:", *notes]
+    # A peer that did not run is a target not shown, so it counts as missed rather than silently met.
     missed = [
-        f"{row['workload']} vs {name}"
+        f"{row['workload']} vs {name}" + ("" if "speedup" in row["peers"].get(name, {}) else " (no figure)")
         for row in results["workloads"]
         for name, need in TARGETS.items()
-        if row["peers"].get(name, {}).get("speedup", math.inf) < need
+        if row["peers"].get(name, {}).get("speedup", -math.inf) < need
     ]
     lines += ["", "Targets missed: " + (", ".join(missed) if missed else "none") + "."]
     return "\n".join(lines) + "\n"

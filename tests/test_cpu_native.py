@@ -10,8 +10,10 @@ sums within a few ulps of their largest term (both orders meet the specification
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 import ironaccel as ia
 from ironaccel.backends.cpu import native
 from ironaccel.backends.cpu.interpreter import load as interpret
-from ironaccel.backends.cpu.native import toolchain
+from ironaccel.backends.cpu.native import pool, toolchain
 from ironaccel.backends.cpu.native.lowering import NotNative
 from ironaccel.core.errors import InternalError, InvalidArgument, Unsupported
 from ironaccel.core.settings import Settings
@@ -401,17 +403,72 @@ def test_objects_are_cached_by_source_and_a_shared_cache_directory_is_not_truste
 
 
 # -- threads and the inline runs --------------------------------------------------------------------------
+def _split_program():
+    b = ProgramBuilder()
+    conv = b.conv2d(
+        b.input("x", (1, 64, 64, 16), "fp32"), b.const(RNG.standard_normal((64, 3, 3, 16)).astype(np.float32))
+    )
+    b.output(b.clamp(conv, 0.0, 6.0, nan_mode="propagate"))
+    return native.compile(interpret(b.build()))
+
+
+def _pool_threads(monkeypatch, threads: int) -> None:
+    monkeypatch.setattr(pool, "split_threads", lambda: threads)
+    monkeypatch.setattr(pool, "_limit_now", 0)  # passed down again at the next run
+
+
 def test_a_large_operator_split_across_threads_gives_the_same_result(monkeypatch):
     x = RNG.standard_normal((1, 64, 64, 16)).astype(np.float32)
-    b = ProgramBuilder()
-    conv = b.conv2d(b.input("x", x.shape, "fp32"), b.const(RNG.standard_normal((64, 3, 3, 16)).astype(np.float32)))
-    b.output(b.clamp(conv, 0.0, 6.0, nan_mode="propagate"))
-    compiled = native.compile(interpret(b.build()))
-    assert compiled._steps  # 37 M multiply-adds: split into units
+    compiled = _split_program()
+    assert compiled._splits  # 37 M multiply-adds: run through the helper pool
+    _pool_threads(monkeypatch, 1)
     (alone,) = compiled.run([x])
-    monkeypatch.setattr(sys.modules["ironaccel.backends.cpu.native.program"], "split_threads", lambda: 2)
+    _pool_threads(monkeypatch, 2)
     (shared,) = compiled.run([x])
     np.testing.assert_array_equal(alone, shared)
+
+
+def test_split_programs_run_from_many_threads_at_once_give_each_caller_its_own_result(monkeypatch):
+    # One caller at a time owns the pool; the others run their units alone. Either way every caller
+    # must get exactly the result of its own input.
+    compiled = _split_program()
+    _pool_threads(monkeypatch, 2)
+    inputs = [RNG.standard_normal((1, 64, 64, 16)).astype(np.float32) for _ in range(4)]
+    expected = [compiled.run([x])[0] for x in inputs]
+    failures: list[str] = []
+
+    def caller(index: int) -> None:
+        for _ in range(10):
+            (got,) = compiled.run([inputs[index]])
+            if not np.array_equal(got, expected[index]):
+                failures.append(f"caller {index}")
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def _run_in_child(compiled, x, queue) -> None:
+    queue.put(compiled.run([x])[0])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork")
+def test_a_forked_child_runs_split_programs_without_the_parents_helpers(monkeypatch):
+    compiled = _split_program()
+    _pool_threads(monkeypatch, 2)
+    x = RNG.standard_normal((1, 64, 64, 16)).astype(np.float32)
+    (expected,) = compiled.run([x])  # the helpers exist in this process now
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_run_in_child, args=(compiled, x, queue))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, expected)
 
 
 def _variable_program():

@@ -41,7 +41,7 @@ def compile(compiled: CompiledProgram) -> NativeProgram:
         raise NotNative(f"no C compiler: {unavailable_reason()}")
     generated = generate(compiled.folded_main(), tools, _DATA_OFFSET or 16)
     library = build(generated.source, tools)
-    return NativeProgram(compiled.program, generated, library, pass_arrays=_DATA_OFFSET is not None)
+    return NativeProgram(compiled.program, generated, library, _DATA_OFFSET is not None, tools)
 
 
 def load(compiled: CompiledProgram) -> tuple[NativeProgram | None, str]:

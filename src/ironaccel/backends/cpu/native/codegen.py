@@ -8,9 +8,10 @@ The source is :file:`prelude.h`, then one static function per operator (its lowe
   arena of :attr:`Generated.arena_bytes` and ``K`` the blob of constants (64-byte aligned both).
 * ``int ia_main(a0, ..., A, K)``: the same, taking the numpy arrays themselves (their data pointers are
   read here, which costs less than reading them in Python).
-* For programs with operators worth splitting across threads: ``ia_seg_N(io, A, K)`` runs a stretch of
-  operators and ``ia_unit_N(io, A, K, lo, hi)`` units [lo, hi) of one operator; :attr:`Generated.steps`
-  lists them in order.
+* Operators worth splitting across threads run as ``ia_pool_for(ia_unit_N, io, A, K, units)`` with
+  ``ia_unit_N(io, A, K, lo, hi)`` running units [lo, hi) of one operator; the pool (:file:`pool.c`,
+  handed over through the exported ``ia_set_pool``) shares the units among threads from inside the
+  run. Without a pool the call runs them all on the calling thread. :attr:`Generated.splits` counts them.
 
 Nothing in the source depends on the values of large constants (weights live in the blob), so programs
 that differ only in their weights share one compiled object.
@@ -30,8 +31,10 @@ from .lowering import C_TYPES, Kernel, NotNative, OpView, lowering_for
 from .plan import Plan, Storage, plan
 from .toolchain import Toolchain
 
-# An operator is split across threads only above this many multiply-adds (a hand-off costs ~20 us).
-PARALLEL_MIN_MACS = 4 << 20
+# An operator is split across threads only above this many multiply-adds: handing units to a spinning
+# helper takes only atomics, but on 2-core machines splits of the small convolutions of real
+# networks (0.1-1 M multiply-adds) measured no faster than one thread.
+PARALLEL_MIN_MACS = 1 << 20
 MAX_OPERATORS = 20000  # beyond, the compiler's time (and the source's size) grows past what a load should cost
 
 _ARRAY_C_TYPES = {
@@ -46,20 +49,13 @@ _ARRAY_C_TYPES = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    kind: str  # "seg": call ia_seg_<index>; "unit": ia_unit_<index> over ``units`` units
-    index: int
-    units: int = 0
-
-
 @dataclasses.dataclass
 class Generated:
     source: str
     plan: Plan
     n_inputs: int
     n_outputs: int
-    steps: tuple[Step, ...]  # empty: the program has nothing worth splitting
+    splits: int  # operators run through the helper pool (0: the program never asks for it)
 
     @property
     def arena_bytes(self) -> int:
@@ -181,7 +177,8 @@ class _Writer:
             "#define IA_VECTORS 1\n" if any(k.vectors and not k.alias for k in self.kernels) else "",
             _prelude(),
         ]
-        calls: list[tuple[int, str, str]] = []  # position, the call running all of it, its prologue's call or ""
+        body = []
+        splits = 0
         for position, kernel in enumerate(self.kernels):
             if kernel.alias:
                 continue
@@ -189,15 +186,20 @@ class _Writer:
                 parts.append(kernel.helpers.rstrip() + "\n")
             text, args = self.function(position)
             parts.append(text)
-            pre = f"op{position}_pre({args});" if kernel.prologue else ""
-            if kernel.units:
-                calls.append((position, pre + f"op{position}({args}, 0, {kernel.units});", pre))
+            if kernel.prologue:
+                body.append(f"op{position}_pre({args});")
+            if kernel.units > 1 and kernel.macs >= PARALLEL_MIN_MACS:
+                signature = "void *const *io, unsigned char *A, const unsigned char *K, ptrdiff_t lo, ptrdiff_t hi"
+                unit = f"static void ia_unit_{position}({signature})\n"
+                parts.append(unit + f"{{\n    op{position}({args}, lo, hi);\n}}\n")
+                body.append(f"ia_parallel(ia_unit_{position}, io, A, K, {kernel.units});")
+                splits += 1
+            elif kernel.units:
+                body.append(f"op{position}({args}, 0, {kernel.units});")
             else:
-                calls.append((position, pre + f"op{position}({args});", ""))
-        body = [*(c for _, c, _ in calls), *self.copies(), "return 0;"]
-        parts.append(
-            _entry("int ia_run(void *const *io, unsigned char *A, const unsigned char *K)", body)
-        )
+                body.append(f"op{position}({args});")
+        body += [*self.copies(), "return 0;"]
+        parts.append(_entry("int ia_run(void *const *io, unsigned char *A, const unsigned char *K)", body))
         arrays = ", ".join(f"void *a{i}" for i in range(self.n_in + self.n_out))
         pointers = ", ".join(f"IA_ARRAY_DATA(a{i})" for i in range(self.n_in + self.n_out))
         parts.append(
@@ -206,41 +208,9 @@ class _Writer:
                 [f"void *io[{self.n_in + self.n_out}] = {{{pointers}}};", "return ia_run(io, A, K);"],
             )
         )
-        steps = self._steps(calls, parts)
-        if steps:
-            parts.insert(3, "#define IA_SPLIT 1\n")  # before the prelude: it exports ia_share
-        return Generated("".join(parts), self.plan, self.n_in, self.n_out, steps)
-
-    def _steps(self, calls: list[tuple[int, str, str]], parts: list[str]) -> tuple[Step, ...]:
-        split_at = {p for p, _, _ in calls if self.kernels[p].units > 1 and self.kernels[p].macs >= PARALLEL_MIN_MACS}
-        if not split_at:
-            return ()
-        steps: list[Step] = []
-        pending: list[str] = []
-        signature = "void *const *io, unsigned char *A, const unsigned char *K"
-
-        def flush() -> None:
-            if pending:
-                index = len(steps)
-                parts.append(_entry(f"void ia_seg_{index}({signature})", list(pending)))
-                steps.append(Step("seg", index))
-                pending.clear()
-
-        for position, call, pre in calls:
-            if position in split_at:
-                if pre:
-                    pending.append(pre)
-                flush()
-                index = len(steps)
-                args = self.function(position)[1]
-                unit = f"op{position}({args}, lo, hi);"
-                parts.append(_entry(f"void ia_unit_{index}({signature}, ptrdiff_t lo, ptrdiff_t hi)", [unit]))
-                steps.append(Step("unit", index, self.kernels[position].units))
-            else:
-                pending.append(call)
-        pending.extend(self.copies())
-        flush()
-        return tuple(steps)
+        if splits:
+            parts.insert(3, "#define IA_SPLIT 1\n")  # before the prelude: it declares the pool hook
+        return Generated("".join(parts), self.plan, self.n_in, self.n_out, splits)
 
 
 def _entry(signature: str, lines: list[str]) -> str:

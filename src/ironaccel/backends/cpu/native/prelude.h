@@ -195,18 +195,21 @@ IA_INLINE int64_t ia_round_shift(int64_t v, int64_t s)
 /* -- sharing an operator's units among threads ------------------------------------------------------- */
 #if defined(IA_SPLIT)
 typedef void (*ia_unit_fn)(void *const *, unsigned char *, const unsigned char *, ptrdiff_t, ptrdiff_t);
+typedef void (*ia_pool_fn)(ia_unit_fn, void *const *, unsigned char *, const unsigned char *, ptrdiff_t);
 
-/* Run chunks of units [0, units) of ``fn`` until none is left; every thread sharing the operator calls
- * this with the same counter, so a thread that starts late, or runs slower, simply claims fewer. */
-IA_EXPORT void ia_share(void *fn, void *const *io, unsigned char *A, const unsigned char *K, ptrdiff_t units,
-                        ptrdiff_t chunk, ptrdiff_t *next)
+/* The process's helper pool (pool.c), set once after loading; until then every unit runs here. */
+static ia_pool_fn ia_pool;
+
+IA_EXPORT void ia_set_pool(void *pool)
 {
-    ia_unit_fn unit = (ia_unit_fn)fn;
-    for (;;) {
-        ptrdiff_t lo = __atomic_fetch_add(next, chunk, __ATOMIC_RELAXED);
-        if (lo >= units)
-            return;
-        unit(io, A, K, lo, lo + chunk < units ? lo + chunk : units);
-    }
+    ia_pool = (ia_pool_fn)pool;
+}
+
+static void ia_parallel(ia_unit_fn fn, void *const *io, unsigned char *A, const unsigned char *K, ptrdiff_t units)
+{
+    if (ia_pool)
+        ia_pool(fn, io, A, K, units);
+    else
+        fn(io, A, K, 0, units);
 }
 #endif

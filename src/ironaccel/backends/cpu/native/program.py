@@ -9,10 +9,9 @@ live array first, and without it the pointers are taken through ``__array_interf
 
 Arenas for intermediates are made on first need and reused: a run takes one from a free list and puts it
 back, so concurrent runs of one program use different arenas and a steady caller allocates nothing.
-Programs with operators large enough to split run as steps: stretches of small operators, and the units
-of a large one, shared when a CPU is idle: the backend's helper threads (:mod:`..parallel`) each call
-the generated ``ia_share``, which claims chunks of units from one atomic counter until none is left,
-so a helper that wakes late or runs slower just does less.
+Programs with operators large enough to split share their units among the process's helper threads
+from inside that one call (:mod:`.pool`); how many threads may join is updated before each run from
+the machine's idle CPUs.
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ import numpy as np
 
 from ....core.errors import DeadlineExpired, InternalError, InvalidArgument
 from ....tosa.ir import Program, Tensor
-from ..parallel import parallel_for, split_threads, wake
+from . import pool
 from .codegen import Generated
+from .toolchain import Toolchain
 
 _ALIGN = 64
 
@@ -50,7 +50,9 @@ class NativeProgram:
     """Runs a program compiled by :func:`.compile`; the run interface of the interpreter's
     :class:`~..interpreter.CompiledProgram` for programs without state."""
 
-    def __init__(self, program: Program, generated: Generated, library: Path, pass_arrays: bool) -> None:
+    def __init__(
+        self, program: Program, generated: Generated, library: Path, pass_arrays: bool, tools: Toolchain
+    ) -> None:
         self.program = program
         self.main = program.main
         self.source = generated.source
@@ -66,17 +68,8 @@ class NativeProgram:
         self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self._run.restype = ctypes.c_int
         self._io_type = ctypes.c_void_p * n_io
-        self._steps: list[tuple[Callable, int]] = []
-        if generated.steps:
-            self._share = self._lib.ia_share
-            self._share.restype = None
-            self._share.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_void_p]
-        for step in generated.steps:
-            fn = getattr(self._lib, f"ia_{step.kind}_{step.index}")
-            fn.restype = None
-            extra = [ctypes.c_ssize_t, ctypes.c_ssize_t] if step.kind == "unit" else []
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, *extra]
-            self._steps.append((fn, step.units))
+        # Without the pool (it failed to build) split operators run on the calling thread.
+        self._splits = bool(generated.splits) and pool.attach(self._lib, tools)
         self._blob = generated.plan.blob
         self._blob_address = self._blob.__array_interface__["data"][0]
         self.arena_bytes = generated.arena_bytes
@@ -155,10 +148,9 @@ class NativeProgram:
         except IndexError:
             arena, address = self._new_arena()
         try:
-            if self._steps and split_threads() > 1:
-                self._run_steps(inputs, outputs, address)
-                status = 0
-            elif self._pass_arrays:
+            if self._splits:
+                pool.update_limit()
+            if self._pass_arrays:
                 status = self._main(*inputs, *outputs, address, self._blob_address)
             else:
                 status = self._run(self._io(inputs, outputs), address, self._blob_address)
@@ -169,27 +161,6 @@ class NativeProgram:
 
     def _io(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> ctypes.Array:
         return self._io_type(*(a.__array_interface__["data"][0] for a in (*inputs, *outputs)))
-
-    def _run_steps(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], arena: int) -> None:
-        io = self._io(inputs, outputs)
-        blob = self._blob_address
-        threads = split_threads()
-        wake(threads)  # helpers wake while the first stretch runs (waking an idle CPU takes ~0.1 ms)
-        share = self._share
-        for fn, units in self._steps:
-            if not units:
-                fn(io, arena, blob)
-                continue
-            # Each thread claims chunks of units from one counter, in C: a thread that starts late or runs
-            # slower claims fewer. Consecutive units share their weights, so chunks keep them in cache.
-            chunk = max(1, units // (16 * threads))
-            counter = ctypes.c_ssize_t(0)
-            address = ctypes.cast(fn, ctypes.c_void_p)
-
-            def work(_: int, address=address, units=units, chunk=chunk, counter=counter) -> None:
-                share(address, io, arena, blob, units, chunk, ctypes.byref(counter))
-
-            parallel_for(threads, work, threads)
 
     def _new_arena(self) -> tuple[np.ndarray, int]:
         raw = np.empty(self.arena_bytes + _ALIGN, np.uint8)

@@ -180,9 +180,11 @@ def cache_dir() -> Path:
         return _cache
 
 
-def build(source: str, tools: Toolchain) -> Path:
-    """The shared object built from ``source``: from the cache, or compiled now. Raises BuildError."""
-    key = hashlib.sha256("\0".join((tools.identity, *tools.command, *tools.flags, source)).encode()).hexdigest()
+def build(source: str, tools: Toolchain, libraries: tuple[str, ...] = ("-lm",)) -> Path:
+    """The shared object built from ``source`` (linked with ``libraries``): from the cache, or compiled
+    now. Raises BuildError."""
+    parts = (tools.identity, *tools.command, *tools.flags, *libraries, source)
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     folder = cache_dir()
     target = folder / f"{key[:40]}.so"
     if target.exists():
@@ -197,7 +199,7 @@ def build(source: str, tools: Toolchain) -> Path:
         with os.fdopen(fd, "w") as handle:
             handle.write(source)
         try:
-            done = _run([*tools.command, *tools.flags, c_path, "-o", so_path, "-lm"], timeout=BUILD_TIMEOUT_S)
+            done = _run([*tools.command, *tools.flags, c_path, "-o", so_path, *libraries], timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
             raise BuildError(f"the C compiler ran past {BUILD_TIMEOUT_S:.0f} s") from exc
         except OSError as exc:
