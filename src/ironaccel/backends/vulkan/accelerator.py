@@ -26,7 +26,7 @@ from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
 from ...runtime.types import BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
 from . import plan as planning
-from .capability import fp16_descriptor
+from .capability import descriptor
 from .device import Device, PhysicalDevice
 from .instance import Instance
 from .kernels import Kernels
@@ -103,7 +103,7 @@ class VulkanAccelerator(Accelerator):
             raise
         self._native = _Native(device, memory, kernels)
         self._finalizer = weakref.finalize(self, self._native.close)
-        self._descriptor = fp16_descriptor(device.limits)
+        self._descriptor = descriptor(device.limits)
         self._where: dict[EventCore, Ring] = {}  # submitted events -> their ring, until retired
         self._where_lock = threading.Lock()
         self._changed = threading.Condition()  # notified when work is submitted or retired

@@ -15,6 +15,14 @@ feature (it is stored as 16-bit halves of words and computed in fp32, see ``ops/
 device offers both tiers and advertises the FP16 one: a single descriptor is what admits the programs
 that mix the two types (an fp32 CAST of an fp16 result), which one tier per type could not.
 
+The integer tier (TOSA PRO-INT) has its own descriptor (:func:`int_descriptor`, ``vulkan-int``): the
+integer and BOOL signatures :data:`INT_SIGNATURES` lists, with zero points of any value where the
+specification allows them. Its kernels are exact, so integer results equal the CPU backend's bit for bit
+(ADR 0008, "The integer tier"). Every device offers it without a device feature (64-bit intermediates
+are carried in 32-bit words), and what a device advertises is the union of the two
+(:func:`descriptor`, ``vulkan-fp16-int``, profiles PRO-FP and PRO-INT): one descriptor admits the
+programs that mix the tiers, such as a quantized model with a float input or output.
+
 Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError that
 names the operator, tensor and type. Tensor sizes are bounded by maxStorageBufferRange (a kernel binds
 each tensor as one storage-buffer range); ranks by the kernels' six push-constant dimensions.
@@ -145,6 +153,71 @@ FP16_OPERATORS[Op.CONST] = OPERATORS[Op.CONST]  # every type; judged where used
 FP16_OPERATORS[Op.CONST_SHAPE] = OPERATORS[Op.CONST_SHAPE]
 
 FP32_TYPES = frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
+INT_TYPES = frozenset({DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
+
+
+def _ints(*types: str) -> tuple[Signature, ...]:
+    return tuple(Signature.of(in_out_t=t) for t in types)
+
+
+INT8_CONV = (Signature.of(in_t="int8", weight_t="int8", out_t="int32", acc_t="int32"),)
+LAYOUT_TYPES = ("bool", "int8", "int16", "int32")
+
+# The integer tier: PRO-INT's signatures of the operators whose integer kernels exist (ops/rescale.py,
+# ops/integer_tensor.py and the integer forms of the shared kernels).
+INT_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
+    **{op: INT8_CONV for op in (Op.CONV2D, Op.CONV3D, Op.TRANSPOSE_CONV2D)},
+    Op.RESCALE: tuple(
+        Signature.of(in_t=i, out_t=o) for i in ("int8", "int16", "int32") for o in ("int8", "int16", "int32")
+    ),
+    **{
+        op: _ints(*LAYOUT_TYPES)
+        for op in (Op.RESHAPE, Op.IDENTITY, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT)
+    },
+}
+INT_CONSTRAINTS: dict[Op, tuple[Constraint, ...]] = {}
+
+INT_OPERATORS: dict[Op, OperatorSupport] = {
+    **{op: OperatorSupport(sigs, INT_CONSTRAINTS.get(op, ())) for op, sigs in INT_SIGNATURES.items()},
+    Op.CONST: OperatorSupport(),
+    Op.CONST_SHAPE: OperatorSupport(),
+}
+
+
+def _float_zero_points() -> Constraint:
+    """The float tiers' zero-point rule, for an operator whose integer form takes any zero points."""
+    zero = zero_zero_points()
+    return Constraint(
+        "zero zero-points for float operands",
+        lambda view: (bool(view.inputs) and view.inputs[0].dtype in INT_TYPES) or zero(view),
+    )
+
+
+FLOAT_ZERO_POINTS = _float_zero_points()
+
+
+def _united(first: dict[Op, OperatorSupport], second: dict[Op, OperatorSupport]) -> dict[Op, OperatorSupport]:
+    """Both tiers' signatures per operator; constraints kept by name, the float tiers' zero-point rule
+    narrowed to float operands where the integer tier takes the operator too."""
+    united: dict[Op, OperatorSupport] = {}
+    for op in (*first, *(o for o in second if o not in first)):
+        a, b = first.get(op), second.get(op)
+        if a is None or b is None:
+            united[op] = a or b  # type: ignore[assignment]
+            continue
+        if a.signatures is None or b.signatures is None:
+            signatures = None
+        else:
+            signatures = tuple(dict.fromkeys((*a.signatures, *b.signatures)))
+        constraints: dict[str, Constraint] = {}
+        for c in (*a.constraints, *b.constraints):
+            c = FLOAT_ZERO_POINTS if c.name == ZERO_POINTS[0].name else c
+            constraints.setdefault(c.name, c)
+        united[op] = OperatorSupport(signatures, tuple(constraints.values()))
+    return united
+
+
+ALL_OPERATORS = _united(FP16_OPERATORS, INT_OPERATORS)
 
 
 def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
@@ -153,16 +226,30 @@ def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
 
 
 def fp16_descriptor(limits: Limits) -> CapabilityDescriptor:
-    """The FP16 tier (the FP32 tier and its fp16 signatures) on a device with ``limits``: what every
-    Vulkan device advertises."""
+    """The FP16 tier (the FP32 tier and its fp16 signatures) on a device with ``limits``."""
     return _descriptor(limits, FP32_TYPES | {DType.FP16}, FP16_OPERATORS, "vulkan-fp16")
 
 
+def int_descriptor(limits: Limits) -> CapabilityDescriptor:
+    """The integer tier (PRO-INT) alone on a device with ``limits``."""
+    return _descriptor(limits, INT_TYPES, INT_OPERATORS, "vulkan-int", profiles=("pro-int",))
+
+
+def descriptor(limits: Limits) -> CapabilityDescriptor:
+    """What every Vulkan device advertises: the FP16 tier and the integer tier in one descriptor."""
+    types = FP32_TYPES | {DType.FP16}
+    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-int", profiles=("pro-fp", "pro-int"))
+
+
 def _descriptor(
-    limits: Limits, dtypes: frozenset[DType], operators: dict[Op, OperatorSupport], name: str
+    limits: Limits,
+    dtypes: frozenset[DType],
+    operators: dict[Op, OperatorSupport],
+    name: str,
+    profiles: tuple[str, ...] = ("pro-fp",),
 ) -> CapabilityDescriptor:
     return CapabilityDescriptor(
-        target=Target.of(profiles=["pro-fp"], level="8k"),
+        target=Target.of(profiles=list(profiles), level="8k"),
         dtypes=dtypes,
         operators=operators,
         max_rank=MAX_RANK,

@@ -1,6 +1,7 @@
 """The tensor operators on fp32: CONV2D, CONV3D, TRANSPOSE_CONV2D, DEPTHWISE_CONV2D, AVG_POOL2D,
 MAX_POOL2D and ARGMAX (zero points are constant zeros; admission checks it). MATMUL has its own module
-(:mod:`.matmul`).
+(:mod:`.matmul`); the integer forms are in :mod:`.integer_tensor`, except the convolutions' choice of
+``conv_int.comp``, which shares everything but the kernel with the fp32 one.
 * CONV2D / CONV3D / TRANSPOSE_CONV2D: ``conv.comp``, an implicit GEMM (output positions x output
   channels, reduced over kernel taps x input channels) in shared-memory tiles of 64 x 64, 64 x 16 or
   16 x 16 outputs, the widths chosen by the channel count and the number of positions; see the shader
@@ -17,7 +18,8 @@ import math
 from ....core.errors import ResourceLimit
 from ....tosa.operators import Op
 from . import lowering
-from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, nan_mode, words
+from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, groups, nan_mode, words
+from .integer_tensor import INTEGER_TYPES
 
 
 def _tiles(rows: int, channels: int) -> tuple[int, int]:
@@ -45,6 +47,9 @@ def _conv_steps(ctx: LoweringContext, mode: int, spatial: tuple, kernel: tuple, 
     if gx > ctx.max_groups[0]:
         raise ResourceLimit(f"{ctx.operator.op.name} with {oc} output channels needs {gx} workgroups across")
     push = words(rows, k, oc, ic, *spatial, *kernel, *conv, int(bias.shape[0] == 1 and oc != 1))
+    if x.dtype in INTEGER_TYPES:  # int8 x int8 -> int32 with the zero points (operands 3 and 4)
+        reads = tuple(ctx.place(t) for t in ctx.inputs[:5])
+        return [Dispatch("conv_int", (mode, tm, tn, element_bytes(x)), reads, (ctx.place(out),), push, (gx, gy, 1))]
     reads = (ctx.place(x), ctx.place(w), ctx.place(bias))
     return [Dispatch("conv", (mode, tm, tn), reads, (ctx.place(out),), push, (gx, gy, 1))]
 

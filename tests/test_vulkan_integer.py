@@ -1,0 +1,183 @@
+"""The Vulkan backend's integer tier (PRO-INT) against the CPU backend, bit for bit, on lavapipe.
+
+Integer results have no tolerance: every kernel of the tier is exact (RESCALE's 64-bit intermediate
+is carried in 32-bit words, sums wrap like the int32 accumulator), so the device must give the CPU
+oracle's bits. Inputs are random over the whole range of each type, with zero points, per-channel
+scales, unsigned views and both rounding modes; the bundled INT8 model runs end to end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ironaccel
+from ironaccel.backends.cpu import run as cpu_run
+from ironaccel.tosa import read
+from vulkan_fixtures import RNG_SEED, clean, dev, run_both
+
+__all__ = ["clean", "dev"]  # fixtures, used by name
+
+MODELS = Path(ironaccel.__file__).parent / "models"
+INT_RANGES = {np.int8: (-128, 128), np.int16: (-32768, 32768), np.int32: (-(2**31), 2**31)}
+
+
+def _ints(rng, shape, dtype, lo=None, hi=None):
+    dtype = np.dtype(dtype).type
+    a, b = INT_RANGES[dtype]
+    return rng.integers(a if lo is None else lo, b if hi is None else hi, shape, dtype=np.int64).astype(dtype)
+
+
+def _assert_equal(got, want, what=""):
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (what, g.dtype, w.dtype, g.shape, w.shape)
+        flat_g, flat_w = g.reshape(-1), w.reshape(-1)
+        diff = np.flatnonzero(flat_g != flat_w)
+        first = diff[0] if diff.size else 0
+        assert diff.size == 0, (
+            f"{what}: {diff.size} of {g.size} differ, first at {first}: {flat_g[first]} vs {flat_w[first]}"
+        )
+
+
+# ---- the bundled INT8 model ----------------------------------------------------------------------------
+@pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*int8*.tosa")))
+def test_int8_models_are_bit_identical_to_the_cpu_backend(dev, model):
+    program = read(MODELS / model)
+    rng = np.random.default_rng(RNG_SEED)
+    block = program.main
+    for trial in range(3):
+        inputs = [_ints(rng, block.tensor(n).shape, block.tensor(n).dtype.numpy) for n in block.inputs]
+        exe = dev.compile(program, resident_bytes=1 << 30)
+        try:
+            got = exe(*inputs)
+        finally:
+            exe.close()
+        _assert_equal(got, cpu_run(program, inputs), f"{model} trial {trial}")
+
+
+# ---- RESCALE ---------------------------------------------------------------------------------------------
+RESCALE_TYPES = [(i, o) for i in (np.int8, np.int16, np.int32) for o in (np.int8, np.int16, np.int32)]
+TYPE_NAMES = {np.int8: "int8", np.int16: "int16", np.int32: "int32"}
+
+
+@pytest.mark.parametrize(("src", "dst"), RESCALE_TYPES, ids=lambda t: TYPE_NAMES[t])
+@pytest.mark.parametrize("double_round", [False, True], ids=["single", "double"])
+@pytest.mark.parametrize("per_channel", [False, True], ids=["tensor", "channel"])
+def test_rescale(dev, src, dst, double_round, per_channel):
+    rng = np.random.default_rng(RNG_SEED)
+    channels = 7
+    x = _ints(rng, (3, 5, channels), src)
+    count = channels if per_channel else 1
+    multiplier = rng.integers(1 << 30, 1 << 31, count, dtype=np.int64).astype(np.int32)
+    multiplier[0] = 2**31 - 1  # the largest multiplier
+    # shifts across the range, including > 31 (the double rounding stage) and the extremes 2 and 62
+    shift = rng.integers(2, 63, count).astype(np.int8)
+    shift[0] = 40 if src is np.int32 else 30
+    in_zp = int(rng.integers(-128, 128)) if src is np.int8 else 0
+    out_zp = int(rng.integers(-128, 128)) if dst is np.int8 else 0
+
+    def build(b, v):
+        return b.rescale(
+            v,
+            b.const(multiplier, "int32"),
+            b.const(shift, "int8"),
+            b.const(np.array([in_zp]), TYPE_NAMES[src]),
+            b.const(np.array([out_zp]), TYPE_NAMES[dst]),
+            out_dtype=TYPE_NAMES[dst],
+            rounding_mode="double_round" if double_round else "single_round",
+            per_channel=per_channel,
+        )
+
+    got, want = run_both(dev, build, [x])
+    _assert_equal(got, want, "RESCALE")
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "input_unsigned", "output_unsigned"),
+    [
+        ("int8", "int8", True, False),
+        ("int8", "int8", False, True),
+        ("int16", "int8", True, False),
+        ("int8", "int16", False, True),
+        ("int16", "int16", False, True),
+    ],
+)
+@pytest.mark.parametrize("scale32", [True, False])
+def test_rescale_unsigned_views_and_scale16(dev, src, dst, input_unsigned, output_unsigned, scale32):
+    rng = np.random.default_rng(RNG_SEED + 1)
+    x = _ints(rng, (4, 33), np.dtype(src).type)
+    mul_type = "int32" if scale32 else "int16"
+    multiplier = np.array([1_518_500_250 if scale32 else 23_170], np.int64)
+    shift = np.array([33 if scale32 else 16], np.int8)
+    in_zp = 128 if input_unsigned and src == "int8" else 0
+    out_zp = 3 if dst == "int8" else 0
+
+    def build(b, v):
+        m, s = b.const(multiplier, mul_type), b.const(shift, "int8")
+        unsigned = {"input_unsigned": input_unsigned, "output_unsigned": output_unsigned}
+        return b.rescale(v, m, s, in_zp, out_zp, out_dtype=dst, scale32=scale32, **unsigned)
+
+    got, want = run_both(dev, build, [x])
+    _assert_equal(got, want, f"RESCALE scale32={scale32}")
+
+
+def test_rescale_with_multiplier_and_shift_computed_at_run_time(dev):
+    """Multiplier and shift as graph inputs (not constants): the kernel reads them from their tensors."""
+    rng = np.random.default_rng(RNG_SEED + 2)
+    x = _ints(rng, (2, 9), np.int32)
+    multiplier = rng.integers(1, 2**31, 9, dtype=np.int64).astype(np.int32)
+    shift = rng.integers(2, 63, 9).astype(np.int8)
+    got, want = run_both(
+        dev, lambda b, v, m, s: b.rescale(v, m, s, out_dtype="int16", per_channel=True), [x, multiplier, shift]
+    )
+    _assert_equal(got, want, "RESCALE")
+
+
+# ---- convolutions -----------------------------------------------------------------------------------------
+CONVS = [
+    # (input NHWC, weight [OC, KH, KW, IC], pad, stride, dilation)
+    ((1, 9, 11, 3), (5, 3, 3, 3), (1, 1, 1, 1), (1, 1), (1, 1)),
+    ((2, 16, 16, 16), (32, 3, 3, 16), (1, 0, 1, 0), (2, 2), (1, 1)),
+    ((1, 7, 7, 40), (70, 2, 3, 40), (0, 2, 1, 1), (1, 2), (2, 1)),
+    ((1, 1, 1, 2048), (10, 1, 1, 2048), (0, 0, 0, 0), (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("xs", "ws", "pad", "stride", "dilation"), CONVS, ids=str)
+@pytest.mark.parametrize(("x_zp", "w_zp"), [(0, 0), (-128, 0), (7, -3)], ids=str)
+def test_conv2d_int8_with_zero_points(dev, xs, ws, pad, stride, dilation, x_zp, w_zp):
+    rng = np.random.default_rng(RNG_SEED + 3)
+    x = _ints(rng, xs, np.int8)
+    w = _ints(rng, ws, np.int8)
+    bias = _ints(rng, (ws[0],), np.int32, -(2**20), 2**20)
+
+    def build(b, v):
+        zps = b.const(np.array([x_zp]), "int8"), b.const(np.array([w_zp]), "int8")
+        geometry = {"pad": pad, "stride": stride, "dilation": dilation}
+        return b.conv2d(v, b.const(w, "int8"), b.const(bias, "int32"), *zps, acc_type="int32", **geometry)
+
+    got, want = run_both(dev, build, [x])
+    _assert_equal(got, want, "CONV2D")
+
+
+def test_conv2d_int32_accumulator_wraps_like_the_oracle(dev):
+    """A sum past int32 (a REQUIRE violation, so unpredictable) still gives the oracle's wrapped bits."""
+    x = np.full((1, 4, 4, 64), -128, np.int8)
+    w = np.full((3, 3, 3, 64), -128, np.int8)
+    bias = np.array([2**31 - 1, -(2**31), 5], np.int32)
+
+    def build(b, v):
+        return b.conv2d(
+            v,
+            b.const(w, "int8"),
+            b.const(bias, "int32"),
+            b.const(np.array([127]), "int8"),
+            b.const(np.array([127]), "int8"),
+            pad=(1, 1, 1, 1),
+            acc_type="int32",
+        )
+
+    got, want = run_both(dev, build, [x])
+    _assert_equal(got, want, "CONV2D wrap")
