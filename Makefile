@@ -54,6 +54,13 @@ clean:
 conformance: venv tosa-tools
 	$(VENV)/bin/ironaccel conformance --device $${DEVICE:-cpu} --cache .cache/cts --report conformance-report
 
+# make conformance-vulkan-int - every PRO-INT test (with EXT-DOUBLEROUND / EXT-INEXACTROUND) that the Vulkan
+# integer tier advertises, on lavapipe under the validation layer; report in conformance-report/vulkan-int/
+.PHONY: conformance-vulkan-int
+conformance-vulkan-int: venv tosa-tools
+	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
+		--profile pro-int --cache .cache/cts --report conformance-report/vulkan-int
+
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa
 fuzz-tosa: venv

@@ -181,3 +181,161 @@ def test_conv2d_int32_accumulator_wraps_like_the_oracle(dev):
 
     got, want = run_both(dev, build, [x])
     _assert_equal(got, want, "CONV2D wrap")
+
+
+# ---- the rest of the tier ------------------------------------------------------------------------------------
+def _c(b, values, dtype):
+    return b.const(np.asarray(values), dtype)
+
+
+I8, I16, I32 = np.int8, np.int16, np.int32
+CASES = {
+    # name: (build(b, *xs), input (shape, dtype) list)
+    "depthwise": (
+        lambda b, x: b.depthwise_conv2d(
+            x,
+            _c(b, np.arange(3 * 3 * 4 * 2).reshape(3, 3, 4, 2) % 251 - 125, "int8"),
+            _c(b, np.arange(8) * 1000 - 3000, "int32"),
+            _c(b, [-5], "int8"),
+            _c(b, [3], "int8"),
+            pad=(1, 1, 0, 2),
+            stride=(2, 1),
+            dilation=(1, 2),
+            acc_type="int32",
+        ),
+        [((2, 9, 8, 4), I8)],
+    ),
+    "transpose_conv": (
+        lambda b, x: b.transpose_conv2d(
+            x,
+            _c(b, np.arange(6 * 3 * 2 * 5).reshape(6, 3, 2, 5) % 255 - 127, "int8"),
+            _c(b, [7] * 6, "int32"),
+            _c(b, [-1], "int8"),
+            _c(b, [2], "int8"),
+            out_pad=(0, 1, 1, 0),
+            stride=(2, 2),
+            acc_type="int32",
+        ),
+        [((1, 5, 4, 5), I8)],
+    ),
+    "matmul": (
+        lambda b, x, y: b.matmul(x, y, _c(b, [-7], "int8"), _c(b, [12], "int8")),
+        [((2, 5, 37), I8), ((2, 37, 6), I8)],
+    ),
+    "avg_pool_int8": (
+        lambda b, x: b.avg_pool2d(
+            x, _c(b, [-3], "int8"), _c(b, [9], "int8"), kernel=(3, 3), stride=(2, 2), pad=(1, 1, 1, 1), acc_type="int32"
+        ),
+        [((1, 9, 9, 6), I8)],
+    ),
+    "avg_pool_int16": (
+        lambda b, x: b.avg_pool2d(x, kernel=(2, 3), stride=(1, 2), pad=(1, 0, 1, 1), acc_type="int32"),
+        [((2, 5, 7, 3), I16)],
+    ),
+    "max_pool_int8": (
+        lambda b, x: b.max_pool2d(x, kernel=(3, 2), stride=(2, 1), pad=(1, 1, 0, 1)),
+        [((1, 7, 6, 5), I8)],
+    ),
+    "max_pool_int16": (lambda b, x: b.max_pool2d(x, kernel=(2, 2), stride=(2, 2)), [((1, 6, 6, 3), I16)]),
+    "clamp_int8": (lambda b, x: b.clamp(x, -20, 100), [((5, 7), I8)]),
+    "clamp_int16": (lambda b, x: b.clamp(x, -3000, 2000), [((5, 7), I16)]),
+    "add": (lambda b, x, y: b.add(x, y), [((3, 4), I32), ((1, 4), I32)]),
+    "sub": (lambda b, x, y: b.sub(x, y), [((3, 4), I32), ((3, 1), I32)]),
+    "mul_shift": (lambda b, x, y: b.mul(x, y, _c(b, [13], "int8")), [((3, 5), I32), ((3, 5), I32)]),
+    "mul_int8": (lambda b, x, y: b.mul(x, y), [((3, 5), I8), ((1, 5), I8)]),
+    "mul_int16": (lambda b, x, y: b.mul(x, y), [((3, 5), I16), ((3, 5), I16)]),
+    "maximum": (lambda b, x, y: b.maximum(x, y), [((4, 6), I32), ((4, 6), I32)]),
+    "minimum": (lambda b, x, y: b.minimum(x, y), [((4, 6), I32), ((1, 6), I32)]),
+    "intdiv": (lambda b, x, y: b.op("INTDIV", [x, y]), [((4, 6), I32), ((4, 6), I32)]),
+    "abs": (lambda b, x: b.abs(x), [((4, 6), I32)]),
+    "clz": (lambda b, x: b.op("CLZ", [x]), [((4, 6), I32)]),
+    "negate_int8": (lambda b, x: b.negate(x, _c(b, [-7], "int8"), _c(b, [5], "int8")), [((4, 6), I8)]),
+    "negate_int16": (lambda b, x: b.negate(x), [((4, 6), I16)]),
+    "negate_int32": (lambda b, x: b.negate(x), [((4, 6), I32)]),
+    "table_int8": (lambda b, x: b.table(x, _c(b, (np.arange(256) * 37) % 256 - 128, "int8")), [((6, 7), I8)]),
+    "table_int16": (lambda b, x: b.table(x, _c(b, (np.arange(513) * 977) % 65536 - 32768, "int16")), [((6, 7), I16)]),
+    "equal": (lambda b, x, y: b.equal(x, y), [((3, 5), I32), ((3, 5), I32)]),
+    "greater": (lambda b, x, y: b.greater(x, y), [((3, 5), I32), ((1, 5), I32)]),
+    "greater_equal": (lambda b, x, y: b.greater_equal(x, y), [((3, 5), I32), ((3, 1), I32)]),
+    "select_int8": (
+        lambda b, x, y: b.select(b.greater(b.cast(x, "int32"), b.cast(y, "int32")), x, y),
+        [((3, 5), I8), ((3, 5), I8)],
+    ),
+    "select_int16": (
+        lambda b, x, y: b.select(b.greater(b.cast(x, "int32"), b.cast(y, "int32")), x, y),
+        [((3, 5), I16), ((3, 5), I16)],
+    ),
+    "reduce_sum": (lambda b, x: b.reduce_sum(x, 1), [((3, 7, 4), I32)]),
+    "reduce_max_int8": (lambda b, x: b.reduce_max(x, 0), [((9, 5), I8)]),
+    "reduce_min_int16": (lambda b, x: b.reduce_min(x, 2), [((2, 3, 11), I16)]),
+    "reduce_max_int32": (lambda b, x: b.reduce_max(x, 1), [((2, 13), I32)]),
+    "argmax_int8": (lambda b, x: b.argmax(x, 1), [((4, 9, 3), I8)]),
+    "argmax_int16": (lambda b, x: b.argmax(x, 0), [((33, 5), I16)]),
+    "gather_int32": (lambda b, x: b.gather(x, _c(b, [[2, 0, 1, 2]], "int32")), [((1, 3, 5), I32)]),
+    "cast_chain": (
+        lambda b, x: (b.cast(x, "int8"), b.cast(x, "int16"), b.cast(x, "bool"), b.cast(b.cast(x, "bool"), "int16")),
+        [((5, 7), I32)],
+    ),
+    "cast_widen": (lambda b, x: (b.cast(x, "int32"), b.cast(x, "int16"), b.cast(x, "bool")), [((5, 7), I8)]),
+    "layout_int16": (
+        lambda b, x: b.concat([b.transpose(x, (1, 0)), b.reverse(b.transpose(x, (1, 0)), 1)], 0),
+        [((3, 5), I16)],
+    ),
+    "pad_tile_int8": (lambda b, x: b.tile(b.pad(x, [1, 0, 2, 1], _c(b, [-9], "int8")), (2, 1)), [((3, 5), I8)]),
+}
+for _op in ("bitwise_and", "bitwise_or", "bitwise_xor", "logical_left_shift", "logical_right_shift"):
+    for _t in (I8, I16, I32):
+        CASES[f"{_op}_{np.dtype(_t).name}"] = (
+            lambda b, x, y, _op=_op: b.op(_op.upper(), [x, y]),
+            [((4, 5), _t), ((1, 5), _t)],
+        )
+for _t in (I8, I16, I32):
+    CASES[f"bitwise_not_{np.dtype(_t).name}"] = (lambda b, x: b.op("BITWISE_NOT", [x]), [((4, 5), _t)])
+    for _round in (False, True):
+        CASES[f"ars_{np.dtype(_t).name}_{_round}"] = (
+            lambda b, x, y, _round=_round: b.op("ARITHMETIC_RIGHT_SHIFT", [x, y], round=_round),
+            [((4, 5), _t), ((4, 5), _t)],
+        )
+
+SHIFTS = ("shift", "ars_")
+
+
+def _case_inputs(name, specs, rng):
+    inputs = []
+    for k, (shape, dtype) in enumerate(specs):
+        x = _ints(rng, shape, dtype)
+        if k == 1 and any(s in name for s in SHIFTS):  # shift counts inside the type's width
+            x = rng.integers(0, np.dtype(dtype).itemsize * 8, shape).astype(dtype)
+        if name == "intdiv" and k == 1:
+            x[x == 0] = 3
+        if name in ("mul_shift",):
+            x = _ints(rng, shape, dtype, -(2**20), 2**20)
+        if name in ("add", "sub", "abs", "negate_int32"):
+            x = _ints(rng, shape, dtype, -(2**30), 2**30)
+        if name in ("equal", "greater", "greater_equal", "maximum", "minimum") and k == 1:
+            x[..., :2] = inputs[0][..., :2] if inputs[0].shape == x.shape else x[..., :2]
+        inputs.append(x)
+    return inputs
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_integer_operator_is_bit_exact(dev, name):
+    build, specs = CASES[name]
+    rng = np.random.default_rng(RNG_SEED + 7)
+    inputs = _case_inputs(name, specs, rng)
+    got, want = run_both(dev, build, inputs)
+    _assert_equal(got, want, name)
+
+
+def test_rescale_edge_values_and_the_most_negative_values(dev):
+    """Inputs at the ends of int32 and multipliers / shifts at the ends of their ranges."""
+    x = np.array([-(2**31), 2**31 - 1, -1, 0, 1, 2**30, -(2**30) - 1, 12345], np.int32)
+    for shift in (2, 31, 32, 62):
+        got, want = run_both(
+            dev,
+            lambda b, v, shift=shift: b.rescale(
+                v, _c(b, [2**31 - 1], "int32"), _c(b, [shift], "int8"), out_dtype="int32"
+            ),
+            [x],
+        )
+        _assert_equal(got, want, f"shift {shift}")

@@ -36,6 +36,7 @@ from ...tosa.capability import (
     OperatorSupport,
     OperatorView,
     Signature,
+    constant_operand,
     zero_zero_points,
 )
 from ...tosa.dtypes import DType
@@ -166,16 +167,49 @@ LAYOUT_TYPES = ("bool", "int8", "int16", "int32")
 # The integer tier: PRO-INT's signatures of the operators whose integer kernels exist (ops/rescale.py,
 # ops/integer_tensor.py and the integer forms of the shared kernels).
 INT_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
-    **{op: INT8_CONV for op in (Op.CONV2D, Op.CONV3D, Op.TRANSPOSE_CONV2D)},
+    **{op: INT8_CONV for op in (Op.CONV2D, Op.CONV3D, Op.TRANSPOSE_CONV2D, Op.DEPTHWISE_CONV2D)},
+    Op.MATMUL: (Signature.of(in_t="int8", out_t="int32"),),
+    Op.AVG_POOL2D: tuple(Signature.of(in_out_t=t, acc_t="int32") for t in ("int8", "int16")),
+    Op.MAX_POOL2D: _ints("int8", "int16"),
+    Op.ARGMAX: tuple(Signature.of(in_t=t, out_t="int32") for t in ("int8", "int16", "int32")),
     Op.RESCALE: tuple(
         Signature.of(in_t=i, out_t=o) for i in ("int8", "int16", "int32") for o in ("int8", "int16", "int32")
     ),
+    Op.TABLE: (
+        Signature.of(in_t="int8", table_t="int8", out_t="int8"),
+        Signature.of(in_t="int16", table_t="int16", out_t="int32"),
+    ),
+    Op.CLAMP: _ints("int8", "int16", "int32"),
+    **{op: _ints("int32") for op in (Op.ADD, Op.SUB, Op.INTDIV, Op.MAXIMUM, Op.MINIMUM, Op.ABS, Op.CLZ)},
+    Op.MUL: tuple(Signature.of(in_t=t, out_t="int32") for t in ("int8", "int16", "int32")),
+    **{
+        op: _ints("int8", "int16", "int32")
+        for op in (
+            *(Op.ARITHMETIC_RIGHT_SHIFT, Op.LOGICAL_LEFT_SHIFT, Op.LOGICAL_RIGHT_SHIFT),
+            *(Op.BITWISE_AND, Op.BITWISE_OR, Op.BITWISE_XOR, Op.BITWISE_NOT),
+        )
+    },
+    **{op: _ints("bool") for op in (Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.LOGICAL_NOT)},
+    **{op: _ints("bool") for op in (Op.REDUCE_ALL, Op.REDUCE_ANY)},
+    Op.NEGATE: tuple(Signature.of(in_out_t=t, acc_t="int32") for t in ("int8", "int16", "int32")),
+    **{op: (Signature.of(in_t="int32", out_t="bool"),) for op in (Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL)},
+    Op.SELECT: _ints(*LAYOUT_TYPES),
+    **{op: _ints("int8", "int16", "int32") for op in (Op.REDUCE_MAX, Op.REDUCE_MIN)},
+    Op.REDUCE_SUM: (Signature.of(in_out_t="int32", acc_t="int32"),),
     **{
         op: _ints(*LAYOUT_TYPES)
         for op in (Op.RESHAPE, Op.IDENTITY, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT)
     },
+    **{op: (Signature.of(index_t="int32", in_out_t="int32"),) for op in (Op.GATHER, Op.SCATTER)},
+    Op.CAST: tuple(Signature.of(in_t=i, out_t=o) for i in LAYOUT_TYPES for o in LAYOUT_TYPES if i != o),
 }
-INT_CONSTRAINTS: dict[Op, tuple[Constraint, ...]] = {}
+# RESCALE's rounding modes beyond single rounding: DOUBLE_ROUND is computed as specified, INEXACT_ROUND
+# as single rounding (a single-rounded result always meets its bound), both as in the CPU backend.
+INT_EXTENSIONS = ("doubleround", "inexactround")
+INT_CONSTRAINTS: dict[Op, tuple[Constraint, ...]] = {
+    Op.MUL: (CONSTANT_SHIFT,),
+    Op.NEGATE: (constant_operand(1, "input zero point"), constant_operand(2, "output zero point")),
+}
 
 INT_OPERATORS: dict[Op, OperatorSupport] = {
     **{op: OperatorSupport(sigs, INT_CONSTRAINTS.get(op, ())) for op, sigs in INT_SIGNATURES.items()},
@@ -232,13 +266,13 @@ def fp16_descriptor(limits: Limits) -> CapabilityDescriptor:
 
 def int_descriptor(limits: Limits) -> CapabilityDescriptor:
     """The integer tier (PRO-INT) alone on a device with ``limits``."""
-    return _descriptor(limits, INT_TYPES, INT_OPERATORS, "vulkan-int", profiles=("pro-int",))
+    return _descriptor(limits, INT_TYPES, INT_OPERATORS, "vulkan-int", ("pro-int",), INT_EXTENSIONS)
 
 
 def descriptor(limits: Limits) -> CapabilityDescriptor:
     """What every Vulkan device advertises: the FP16 tier and the integer tier in one descriptor."""
     types = FP32_TYPES | {DType.FP16}
-    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-int", profiles=("pro-fp", "pro-int"))
+    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-int", ("pro-fp", "pro-int"), INT_EXTENSIONS)
 
 
 def _descriptor(
@@ -247,9 +281,10 @@ def _descriptor(
     operators: dict[Op, OperatorSupport],
     name: str,
     profiles: tuple[str, ...] = ("pro-fp",),
+    extensions: tuple[str, ...] = (),
 ) -> CapabilityDescriptor:
     return CapabilityDescriptor(
-        target=Target.of(profiles=list(profiles), level="8k"),
+        target=Target.of(profiles=list(profiles), extensions=list(extensions), level="8k"),
         dtypes=dtypes,
         operators=operators,
         max_rank=MAX_RANK,

@@ -5,9 +5,11 @@ precision: +, - and * are correctly rounded in Vulkan, so they match the CPU ora
 MAXIMUM / MINIMUM pick an operand (exact) with the attribute's NaN mode; POW is e^(b ln a) with ln a
 carried in two floats (shaders/include/math.glsl).
 
-INT32 ADD, SUB, MUL (with its constant shift), INTDIV; BOOL LOGICAL_AND / OR / XOR; INT8 / INT16 /
-INT32 LOGICAL_LEFT_SHIFT / LOGICAL_RIGHT_SHIFT: ``integer.comp``, exact two's complement arithmetic
-(where the specification REQUIREs no overflow, the result wraps, as in the CPU backend).
+INT32 ADD, SUB, MUL (with its constant shift; int8 / int16 MUL into int32), INTDIV, MAXIMUM, MINIMUM,
+comparisons; BOOL LOGICAL_AND / OR / XOR; INT8 / INT16 / INT32 LOGICAL_LEFT_SHIFT /
+LOGICAL_RIGHT_SHIFT, ARITHMETIC_RIGHT_SHIFT (with its round attribute), BITWISE_AND / OR / XOR:
+``integer.comp``, exact two's complement arithmetic (where the specification REQUIREs no overflow, the
+result wraps, as in the CPU backend).
 """
 
 from __future__ import annotations
@@ -42,20 +44,30 @@ INTEGER_OPCODES = {
     Op.LOGICAL_NOT: 7,
     Op.LOGICAL_LEFT_SHIFT: 8,
     Op.LOGICAL_RIGHT_SHIFT: 9,
+    Op.BITWISE_AND: 10,
+    Op.BITWISE_OR: 11,
+    Op.BITWISE_XOR: 12,
+    Op.ARITHMETIC_RIGHT_SHIFT: 13,
+    Op.MAXIMUM: 14,
+    Op.MINIMUM: 15,
+    Op.EQUAL: 16,
+    Op.GREATER: 17,
+    Op.GREATER_EQUAL: 18,
 }
 
 
 def integer_steps(ctx: LoweringContext, a_index: int = 0, b_index: int = 1, shift: int = 0) -> list[Step]:
-    """One ``integer.comp`` dispatch (LOGICAL_NOT passes its operand as both)."""
+    """One ``integer.comp`` dispatch (LOGICAL_NOT passes its operand as both); ``shift`` is MUL's shift
+    or ARITHMETIC_RIGHT_SHIFT's round flag."""
     a, b = ctx.inputs[a_index], ctx.inputs[b_index]
     out = ctx.outputs[0]
     n, push = indexed_push(out.shape, [a.shape, b.shape])
     if n == 0:
         return []
-    es = element_bytes(out)
-    spec = (WORKGROUP, es, INTEGER_OPCODES[ctx.operator.op])
+    es, out_es = element_bytes(a), element_bytes(out)
+    spec = (WORKGROUP, es, INTEGER_OPCODES[ctx.operator.op], out_es)
     reads = (ctx.place(a), ctx.place(b))
-    return [Dispatch("integer", spec, reads, (ctx.place(out),), push + words(shift), word_groups(n, es, ctx))]
+    return [Dispatch("integer", spec, reads, (ctx.place(out),), push + words(shift), word_groups(n, out_es, ctx))]
 
 
 def _shift(ctx: LoweringContext) -> int:
@@ -77,6 +89,9 @@ def binary(ctx: LoweringContext) -> list[Step]:
     return [Dispatch("binary", spec, reads, (ctx.place(out),), push, groups(n, ctx))]
 
 
-@lowering(Op.INTDIV, Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.LOGICAL_LEFT_SHIFT, Op.LOGICAL_RIGHT_SHIFT)
+@lowering(
+    *(Op.INTDIV, Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR, Op.LOGICAL_LEFT_SHIFT, Op.LOGICAL_RIGHT_SHIFT),
+    *(Op.BITWISE_AND, Op.BITWISE_OR, Op.BITWISE_XOR, Op.ARITHMETIC_RIGHT_SHIFT),
+)
 def integer(ctx: LoweringContext) -> list[Step]:
-    return integer_steps(ctx)
+    return integer_steps(ctx, shift=int(getattr(ctx.operator.attribute, "round", False)))

@@ -1,7 +1,14 @@
-"""The tensor operators on integers (the integer tier): int8 x int8 -> int32 with zero points.
+"""The tensor and reduction operators on integers (the integer tier).
 
-CONV2D, CONV3D and TRANSPOSE_CONV2D run ``conv_int.comp``, chosen in :mod:`.tensor` (the integer
-twin of the fp32 implicit GEMM, same tiling). Sums are int32 with wrap-around: TOSA REQUIREs the int32
+* CONV2D, CONV3D and TRANSPOSE_CONV2D, int8 x int8 -> int32 with zero points: ``conv_int.comp``,
+  chosen in :mod:`.tensor` (the integer twin of the fp32 implicit GEMM, same tiling).
+* DEPTHWISE_CONV2D and MATMUL of int8 with zero points: ``depthwise_int.comp``, ``matmul_int.comp``,
+  one invocation per output.
+* AVG_POOL2D (with zero points and TOSA's integer division by the count) and MAX_POOL2D of int8 /
+  int16: ``pool_int.comp``; REDUCE_SUM (int32), REDUCE_MAX / MIN and ARGMAX of int8 / int16 / int32:
+  ``reduce_int.comp``, each axis walked in order.
+* Comparisons, MAXIMUM and MINIMUM of int32: ``integer.comp`` (:mod:`.elementwise_binary`).
+ Sums are int32 with wrap-around: TOSA REQUIREs the int32
 accumulator not to overflow, and the low 32 bits of a sum do not depend on its order, so results are
 the CPU backend's exact sums narrowed to int32, bit for bit. Zero points are read by the kernels from
 their tensors.
@@ -9,6 +16,91 @@ their tensors.
 
 from __future__ import annotations
 
+import math
+import struct
+
+from ....core.errors import ResourceLimit
 from ....tosa.dtypes import DType
+from ....tosa.operators import Op
+from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, groups, word_groups, words
+from .elementwise_binary import integer_steps
 
 INTEGER_TYPES = frozenset({DType.INT8, DType.INT16, DType.INT32})
+
+
+def matmul(ctx: LoweringContext) -> list[Step]:
+    """``matmul_int.comp``: one invocation per output walking C."""
+    a, b, a_zp, b_zp = ctx.inputs
+    out = ctx.outputs[0]
+    if out.size == 0:
+        return []
+    _, h, c = a.shape
+    _check_loops(ctx, c * -(-out.size // (groups(out.size, ctx)[0] * WORKGROUP)))
+    push = words(out.size, h, c, b.shape[2])
+    reads = tuple(ctx.place(t) for t in (a, b, a_zp, b_zp))
+    return [Dispatch("matmul_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+
+
+def depthwise_conv2d(ctx: LoweringContext) -> list[Step]:
+    x, w, bias = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
+    out = ctx.outputs[0]
+    if out.size == 0:
+        return []
+    attr = ctx.operator.attribute
+    _, ih, iw, c = x.shape
+    kh, kw, _, m = w.shape
+    _, oh, ow, oc = out.shape
+    top, _, left, _ = attr.pad
+    push = words(out.size, ih, iw, c, m, oh, ow, kh, kw, *attr.stride, *attr.dilation, top, left)
+    push += words(int(bias.shape[0] == 1 and oc != 1))
+    reads = tuple(ctx.place(t) for t in ctx.inputs[:5])
+    return [Dispatch("depthwise_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+
+
+def pool2d(ctx: LoweringContext) -> list[Step]:
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    if out.size == 0:
+        return []
+    attr = ctx.operator.attribute
+    _, ih, iw, c = x.shape
+    _, oh, ow, _ = out.shape
+    top, _, left, _ = attr.pad
+    push = words(out.size, ih, iw, c, oh, ow, *attr.kernel, *attr.stride, top, left)
+    is_max = ctx.operator.op is Op.MAX_POOL2D
+    es = element_bytes(x)
+    zps = (x, x) if is_max else (ctx.inputs[1], ctx.inputs[2])
+    reads = (ctx.place(x), *(ctx.place(t) for t in zps))
+    spec = (WORKGROUP, int(is_max), es)
+    return [Dispatch("pool_int", spec, reads, (ctx.place(out),), push, word_groups(out.size, es, ctx))]
+
+
+REDUCE_OPCODES = {Op.REDUCE_SUM: 0, Op.REDUCE_MAX: 1, Op.REDUCE_MIN: 2, Op.ARGMAX: 4}
+
+
+def reduce(ctx: LoweringContext) -> list[Step]:
+    """``reduce_int.comp``: one invocation per output word, walking the axis in order."""
+    shape, axis = ctx.inputs[0].shape, ctx.operator.attribute.axis
+    outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    out = ctx.outputs[0]
+    if outer * inner == 0:
+        return []
+    es_out = element_bytes(out)
+    grid = word_groups(outer * inner, es_out, ctx)
+    per_word = 4 // es_out
+    _check_loops(ctx, max(length, 1) * per_word * -(-(outer * inner) // (per_word * grid[0] * WORKGROUP)))
+    spec = (WORKGROUP, REDUCE_OPCODES[ctx.operator.op], element_bytes(ctx.inputs[0]))
+    push = struct.pack("<3I", outer, length, inner)
+    return [Dispatch("reduce_int", spec, (ctx.place(ctx.inputs[0]),), (ctx.place(out),), push, grid)]
+
+
+def _check_loops(ctx: LoweringContext, iterations: int) -> None:
+    limit = ctx.max_loop_iterations
+    if limit is not None and iterations > limit:
+        raise ResourceLimit(
+            f"{ctx.operator.op.name} over {ctx.inputs[0].shape} would loop {iterations} times in one invocation; "
+            f"this driver stops every invocation after {limit} loop iterations"
+        )
+
+
+def binary(ctx: LoweringContext) -> list[Step]:
+    return integer_steps(ctx)

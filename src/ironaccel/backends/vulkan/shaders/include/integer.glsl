@@ -100,9 +100,8 @@ bool i64_less(I64 a, I64 b) {
     return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo);
 }
 
-// a + b clipped to [lo, hi], exact (the sum is formed in 64 bits).
-int add_saturate(int a, int b, int lo, int hi) {
-    I64 sum = i64_add(i64_from(a), i64_from(b));
+// v clipped to [lo, hi].
+int saturate64(I64 sum, int lo, int hi) {
     if (i64_less(sum, i64_from(lo))) {
         return lo;
     }
@@ -110,4 +109,17 @@ int add_saturate(int a, int b, int lo, int hi) {
         return hi;
     }
     return int(sum.lo);
+}
+
+// a + b clipped to [lo, hi], exact (the sum is formed in 64 bits).
+int add_saturate(int a, int b, int lo, int hi) {
+    return saturate64(i64_add(i64_from(a), i64_from(b)), lo, hi);
+}
+
+// -v in 64 bits (exact for the most negative int32 too).
+I64 i64_negated(int v) {
+    I64 r;
+    r.lo = uint(-v);
+    r.hi = v == int(0x80000000u) ? 0 : (v > 0 ? -1 : 0);
+    return r;
 }
