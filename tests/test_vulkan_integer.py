@@ -339,3 +339,11 @@ def test_rescale_edge_values_and_the_most_negative_values(dev):
             [x],
         )
         _assert_equal(got, want, f"shift {shift}")
+
+
+@pytest.mark.parametrize(("shape", "axis", "op"), [((65536, 2), 0, "reduce_sum"), ((2, 65536), 1, "reduce_max")])
+def test_reductions_longer_than_the_loop_cap_are_sliced(dev, shape, axis, op):
+    rng = np.random.default_rng(RNG_SEED + 9)
+    x = _ints(rng, shape, np.int32)
+    got, want = run_both(dev, lambda b, v: getattr(b, op)(v, axis), [x])
+    _assert_equal(got, want, op)

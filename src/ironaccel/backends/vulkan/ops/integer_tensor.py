@@ -78,19 +78,37 @@ REDUCE_OPCODES = {Op.REDUCE_SUM: 0, Op.REDUCE_MAX: 1, Op.REDUCE_MIN: 2, Op.ARGMA
 
 
 def reduce(ctx: LoweringContext) -> list[Step]:
-    """``reduce_int.comp``: one invocation per output word, walking the axis in order."""
+    """``reduce_int.comp``: one invocation per output word, walking the axis in order. Where a driver's
+    loop cap is shorter than the axis, SUM / MAX / MIN (associative, exact) are cut into S equal
+    slices: a first pass reduces each slice into operator scratch, a second the S partial results."""
     shape, axis = ctx.inputs[0].shape, ctx.operator.attribute.axis
     outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
     out = ctx.outputs[0]
     if outer * inner == 0:
         return []
-    es_out = element_bytes(out)
+    src, dst = ctx.place(ctx.inputs[0]), ctx.place(out)
+    es_in, es_out = element_bytes(ctx.inputs[0]), element_bytes(out)
+    limit = ctx.max_loop_iterations
+    slices = 1
+    if limit is not None and ctx.operator.op is not Op.ARGMAX and length * min(4 // es_out, outer * inner) > limit:
+        slices = next((k for k in range(2, limit + 1) if length % k == 0 and length // k * 4 <= limit), 1)
+    if slices == 1:
+        return [_reduce_pass(ctx, src, dst, (outer, length, inner), es_in, es_out)]
+    partial = ctx.scratch(outer * slices * inner * es_in)
+    return [
+        _reduce_pass(ctx, src, partial, (outer * slices, length // slices, inner), es_in, es_in),
+        _reduce_pass(ctx, partial, dst, (outer, slices, inner), es_in, es_out),
+    ]
+
+
+def _reduce_pass(ctx: LoweringContext, src, dst, view: tuple[int, int, int], es_in: int, es_out: int) -> Dispatch:
+    outer, length, inner = view
     grid = word_groups(outer * inner, es_out, ctx)
     per_word = 4 // es_out
-    _check_loops(ctx, max(length, 1) * per_word * -(-(outer * inner) // (per_word * grid[0] * WORKGROUP)))
-    spec = (WORKGROUP, REDUCE_OPCODES[ctx.operator.op], element_bytes(ctx.inputs[0]))
-    push = struct.pack("<3I", outer, length, inner)
-    return [Dispatch("reduce_int", spec, (ctx.place(ctx.inputs[0]),), (ctx.place(out),), push, grid)]
+    per_invocation = -(-(outer * inner) // (per_word * grid[0] * WORKGROUP))  # output words
+    _check_loops(ctx, max(length, 1) * min(per_word, outer * inner) * per_invocation)
+    spec = (WORKGROUP, REDUCE_OPCODES[ctx.operator.op], es_in)
+    return Dispatch("reduce_int", spec, (src,), (dst,), struct.pack("<3I", outer, length, inner), grid)
 
 
 def _check_loops(ctx: LoweringContext, iterations: int) -> None:
