@@ -41,7 +41,18 @@ from .event import EventCore, EventState
 from .gate import HostGate
 from .handles import Buffer, Context, Event, Handle, IdAllocator, Program, Queue
 from .spec import TensorSpec
-from .types import TOSA_FORMAT, Access, ArtifactRef, Binding, BufferDesc, BufferInfo, DeviceInfo, Quota, usage_allows
+from .types import (
+    NVFP4_FORMAT,
+    TOSA_FORMAT,
+    Access,
+    ArtifactRef,
+    Binding,
+    BufferDesc,
+    BufferInfo,
+    DeviceInfo,
+    Quota,
+    usage_allows,
+)
 
 
 @dataclasses.dataclass
@@ -103,8 +114,14 @@ class Accelerator:
         pass
 
     def _load(self, context: Any, program: Any) -> tuple[Any, int]:
-        """Make ``program`` (a validated, admitted tosa.ir.Program) resident; returns (native, resident bytes)."""
+        """Make ``program`` (a validated, admitted tosa.ir.Program, or a checked description of another
+        format in ``artifact_formats``) resident; returns (native, resident bytes)."""
         raise NotImplementedError("load_program")
+
+    # Artifact formats the backend loads besides TOSA programs, which every backend loads. The only other
+    # format is NVFP4_FORMAT (an ironaccel.nvfp4 projection, ADR 0012): a backend that lists it receives the
+    # projection in ``_load``; load_program refuses it with LoweringError on every other backend.
+    artifact_formats: frozenset[int] = frozenset({TOSA_FORMAT})
 
     def _unload(self, native: Any) -> None:
         pass
@@ -350,17 +367,20 @@ class Accelerator:
             crec = self._record(ctx, Context)
             limits = self.device_info().limits
             self._limit(ctx, Program, limits.max_programs_per_context)
-        if artifact.format != TOSA_FORMAT:
+        if artifact.format not in (TOSA_FORMAT, NVFP4_FORMAT):
             raise Incompatible(f"artifact format {artifact.format:#x} is not TOSA ({TOSA_FORMAT:#x})")
         if len(artifact.payload) > limits.max_artifact_bytes:
             raise ResourceLimit(f"artifact of {len(artifact.payload)} bytes exceeds {limits.max_artifact_bytes}")
-        target = _decode_target(artifact.target)
-        program = read(bytes(artifact.payload))
-        validate(program, target)
-        admit(program, self._capabilities())
-        block = program.main
-        inputs = tuple(TensorSpec.of(t) for t in block.input_tensors)
-        outputs = tuple(TensorSpec.of(t) for t in block.output_tensors)
+        if artifact.format == NVFP4_FORMAT:
+            program, inputs, outputs = self._read_nvfp4(artifact)
+        else:
+            target = _decode_target(artifact.target)
+            program = read(bytes(artifact.payload))
+            validate(program, target)
+            admit(program, self._capabilities())
+            block = program.main
+            inputs = tuple(TensorSpec.of(t) for t in block.input_tensors)
+            outputs = tuple(TensorSpec.of(t) for t in block.output_tensors)
         with self._lock:
             self._check_alive()
             # The lock was let go while the artifact was parsed: the context may be gone by now, and other
@@ -381,6 +401,20 @@ class Accelerator:
             inline = None if run is None else _Inline(run, handle)
             self._add(_Record(handle, native, ctx, bytes=resident, extra=inline))
             return handle
+
+    def _read_nvfp4(self, artifact: ArtifactRef) -> tuple[Any, tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+        """An NVFP4 projection's header read as hostile input, then refused unless the backend runs it."""
+        from ..nvfp4.format import read as read_projection
+        from ..tosa.errors import LoweringError
+
+        if artifact.target:
+            raise InvalidArgument("a TOSA target applies to TOSA programs, not to an NVFP4 projection")
+        projection = read_projection(artifact.payload)
+        if NVFP4_FORMAT not in self.artifact_formats:
+            raise LoweringError(f"{self.device_info().name} does not run NVFP4 projections: cannot load {projection}")
+        inputs = tuple(TensorSpec(o.name, o.shape, o.dtype) for o in projection.inputs)
+        outputs = tuple(TensorSpec(o.name, o.shape, o.dtype) for o in projection.outputs)
+        return projection, inputs, outputs
 
     def unload_program(self, program: Program) -> None:
         self._observe_all()

@@ -32,7 +32,7 @@ from .backends import AUTO_ORDER, factory
 from .event import EventState
 from .handles import Buffer, Event, Program
 from .spec import TensorSpec
-from .types import ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
+from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
 
 _IO_USAGE = (
     BufferUsage.PROGRAM_INPUT
@@ -214,16 +214,17 @@ class Device:
         return f"<Device {self.name}: {self.info.name}>"
 
     def compile(self, source: Any, resident_bytes: int | None = None, target: Target | None = None) -> Executable:
-        """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program.
+        """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program; or an
+        NVFP4 projection (an ``ironaccel.nvfp4`` projection, its bytes or a path to them).
 
-        ``target`` (profiles, extensions, level) restricts what the program may use; None checks it
+        ``target`` (profiles, extensions, level) restricts what a TOSA program may use; None checks it
         against all of TOSA 1.0 with no level limits."""
-        payload = _payload(source)
+        payload, artifact_format = _artifact(source)
         # No bound of the caller's: what the program keeps resident (constants, a GPU backend's arena of
         # intermediates) is limited by the context's quota alone, which load_program enforces.
         bound = resident_bytes if resident_bytes is not None else 1 << 62
         words = target.encode() if target is not None else ()
-        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words))
+        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words, artifact_format))
         exe = Executable(self, program)
         with self._lock:
             self._executables.append(exe)
@@ -252,6 +253,17 @@ class Device:
         self.close()
 
 
+def _artifact(source: Any) -> tuple[bytes, int]:
+    """The payload and artifact format of ``source``: NVFP4 projections by type or by magic, else TOSA."""
+    from ..nvfp4.format import MAGIC
+    from ..nvfp4.projection import ProjectionArtifact
+
+    if isinstance(source, ProjectionArtifact):
+        return source.to_bytes(), NVFP4_FORMAT
+    payload = _payload(source)
+    return payload, NVFP4_FORMAT if payload[: len(MAGIC)] == MAGIC else TOSA_FORMAT
+
+
 def _payload(source: Any) -> bytes:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source)
@@ -262,7 +274,9 @@ def _payload(source: Any) -> bytes:
 
     if isinstance(source, TosaProgram):
         return write(source)
-    raise InvalidArgument(f"cannot compile a {type(source).__name__}: give a path, bytes or a tosa Program")
+    raise InvalidArgument(
+        f"cannot compile a {type(source).__name__}: give a path, bytes, a tosa Program or an nvfp4 projection"
+    )
 
 
 def open_device(spec: str = "auto") -> Device:

@@ -1,8 +1,9 @@
 """How a program's tensors sit in buffers: one contiguous little-endian array per tensor.
 
 Elements use the numpy storage type of their TOSA dtype (:attr:`DType.numpy`): INT4 one byte per
-value, INT48 eight bytes (int64), BOOL one byte, BF16/FP8 their 2/1 bytes. A binding must cover
-exactly ``nbytes``.
+value, INT48 eight bytes (int64), BOOL one byte, BF16/FP8 their 2/1 bytes. Slots of artifacts that
+are not TOSA programs (an NVFP4 projection's packed uint8 weights) carry a numpy dtype instead. A
+binding must cover exactly ``nbytes``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from ..tosa.ir import Tensor
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
-    dtype: DType
+    dtype: DType | np.dtype
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return self.dtype.numpy
+        return self.dtype.numpy if isinstance(self.dtype, DType) else self.dtype
 
     @property
     def size(self) -> int:

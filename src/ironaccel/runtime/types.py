@@ -12,6 +12,7 @@ import enum
 from ..core.errors import InvalidArgument
 
 TOSA_FORMAT = 0x544F5341  # "TOSA" read as a little-endian u32: the artifact format id of TOSA flatbuffers
+NVFP4_FORMAT = 0x3446564E  # "NVF4" read as a little-endian u32: an NVFP4 projection (ironaccel.nvfp4, ADR 0012)
 
 
 class MemoryDomain(enum.IntEnum):

@@ -7,6 +7,7 @@ submission has not started. A program's deadline is checked before it starts. A 
 operator may write its result straight into the bound output buffer (see ``_destinations``).
 
 A program runs as native code where :mod:`.native` can compile it, else on the numpy interpreter.
+NVFP4 projections (ADR 0012) run on numpy in :mod:`.nvfp4`.
 Programs without variables also run inline (``Accelerator.run_inline``): on the caller's thread, on
 the caller's arrays.
 """
@@ -26,7 +27,7 @@ import numpy as np
 from ...core.errors import InternalError, IronAccelError
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
-from ...runtime.types import BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
+from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
 
 
 class _Worker:
@@ -81,6 +82,7 @@ def _tune_allocator() -> None:
 
 class CpuAccelerator(Accelerator):
     supports_cancellation = True
+    artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -120,6 +122,12 @@ class CpuAccelerator(Accelerator):
         np.frombuffer(out, dtype=np.uint8)[:] = native[offset : offset + out.nbytes]
 
     def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+        from ...nvfp4.projection import ProjectionArtifact
+
+        if isinstance(program, ProjectionArtifact):
+            from .nvfp4 import RESIDENT_BYTES, ProjectionRunner
+
+            return _Loaded(ProjectionRunner(program), len(program.inputs), True, "NVFP4 projection"), RESIDENT_BYTES
         from . import native
         from .interpreter import load
 
