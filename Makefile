@@ -37,7 +37,7 @@ lint: venv
 	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks)
 
 test: system-deps venv tosa-tools lint
-	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow"
+	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow" --durations=25
 
 demo: system-deps venv
 	$(VENV)/bin/ironaccel demo

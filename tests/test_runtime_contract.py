@@ -20,6 +20,7 @@ from ironaccel.runtime import (
     SubmitIndeterminate,
     SubmitRejected,
 )
+from ironaccel.runtime.session import SPARE_SETS
 
 cpu = pytest.importorskip("ironaccel.backends.cpu.accelerator")
 pytest.importorskip("ironaccel.backends.cpu.interpreter")
@@ -169,7 +170,27 @@ def test_user_api_writes_into_the_callers_arrays():
         np.testing.assert_array_equal(y, 2 * a)
         (again,) = exe(a, np.ones(4, np.float32), out=[y])
         assert again is y and y.tolist() == [1, 2, 3, 4]
+        kept = dev.accelerator.live_resources()["buffer"]  # the executable keeps a finished call's buffers
+        assert kept <= 3
         for bad in (np.zeros(5, np.float32), np.zeros(4, np.float64), np.zeros(8, np.float32)[::2], [y, y]):
             with pytest.raises(InvalidArgument, match="out"):
                 exe(a, a, out=bad)
-        assert dev.accelerator.live_resources()["buffer"] == 0  # refused before anything was allocated
+        assert dev.accelerator.live_resources()["buffer"] == kept  # refused before anything was allocated
+        exe.close()
+        assert dev.accelerator.live_resources()["buffer"] == 0
+
+
+def test_calls_reuse_their_buffers_and_close_frees_them():
+    with ironaccel.open("cpu") as dev:
+        exe = dev.compile(semantic.add_program(4))
+        a = np.arange(4, dtype=np.float32)
+        runs = [exe.submit(a, a) for _ in range(5)]  # five calls in flight: five buffer sets
+        assert dev.accelerator.live_resources()["buffer"] == 15
+        for run in runs:
+            np.testing.assert_array_equal(run.wait(30)[0], 2 * a)
+        assert dev.accelerator.live_resources()["buffer"] == 3 * SPARE_SETS  # the rest were freed
+        for _ in range(10):
+            np.testing.assert_array_equal(exe.submit(a, a).wait(30)[0], 2 * a)
+        assert dev.accelerator.live_resources()["buffer"] == 3 * SPARE_SETS  # reused, none made
+        exe.close()
+        assert dev.accelerator.live_resources()["buffer"] == 0

@@ -374,21 +374,32 @@ LAVAPIPE_GUEST = GUEST.replace(
     textwrap.dedent(
         """
         try:
-            dev.compile(f"{models}/cnn_int8.tosa")
-            print("cnn_int8 loaded", flush=True)
+            dev.compile(out_dir + "/../rfft.tosa")
+            print("rfft loaded", flush=True)
         except ia.IronAccelError as exc:
-            print("cnn_int8 refused:", type(exc).__name__, flush=True)
+            print("rfft refused:", type(exc).__name__, flush=True)
         print("done", flush=True)
         """
     ).replace("\n", "\n    ").rstrip(),
 )
-FP32 = ["cnn_fp32", "attention_fp32"]
+
+
+def _rfft_program() -> bytes:
+    """A program the Vulkan backend does not lower (RFFT2D): the refusal a guest must see."""
+    from ironaccel.tosa import ProgramBuilder
+    from ironaccel.tosa.codec import write
+
+    b = ProgramBuilder()
+    real, imag = b.rfft2d(b.input("x", (1, 4, 8), "fp32"))
+    b.output(real, imag)
+    return write(b.build())
 
 
 def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
     """Any backend serves: Mesa's software Vulkan driver behind ``ironaccel serve``. The semantic suite
-    passes through the guest client; two guest processes at once run the fp32 bundled programs with
-    outputs identical to local lavapipe runs; cnn_int8 is refused at load (Unsupported), as it is locally."""
+    passes through the guest client; two guest processes at once run the bundled programs (fp32 and
+    int8) with outputs identical to local lavapipe runs; a program the backend does not lower (RFFT2D)
+    is refused at load (Unsupported), as it is locally."""
     try:
         from ironaccel.backends.vulkan import open_accelerator
 
@@ -410,13 +421,14 @@ def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
             guest.close()
         failed = [f"{r.id}: {r.detail}" for r in results if r.status == "fail"]
         assert not failed, failed
+        (tmp_path / "rfft.tosa").write_bytes(_rfft_program())
         outs = [tmp_path / "a", tmp_path / "b"]
         procs = []
         for out in outs:
             out.mkdir()
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", LAVAPIPE_GUEST.format(models=str(MODELS)), str(path), str(out), *FP32],
+                    [sys.executable, "-c", LAVAPIPE_GUEST.format(models=str(MODELS)), str(path), str(out), *NAMES],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -426,15 +438,15 @@ def test_vulkan_behind_the_daemon_on_lavapipe(tmp_path):
         for proc in procs:
             out, err = proc.communicate(timeout=300)
             last = out.strip().split("\n")[-2:]
-            assert proc.returncode == 0 and last == ["cnn_int8 refused: Unsupported", "done"], (out, err)
+            assert proc.returncode == 0 and last == ["rfft refused: Unsupported", "done"], (out, err)
         with ia.open("vulkan:lavapipe") as dev:
-            for name in FP32:
+            for name in NAMES:
                 (expected,) = dev.compile(MODELS / f"{name}.tosa")(_input(name))
                 for out in outs:
                     for r in range(3):
                         np.testing.assert_array_equal(np.load(out / f"{name}-{r}.npy"), expected)
             with pytest.raises(IronAccelError) as local_refusal:
-                dev.compile(MODELS / "cnn_int8.tosa")
+                dev.compile(tmp_path / "rfft.tosa")
         assert isinstance(local_refusal.value, Unsupported)  # the class of the device's UNSUPPORTED
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(60) == 0

@@ -42,6 +42,9 @@ _IO_USAGE = (
 )
 
 
+SPARE_SETS = 2  # buffer sets an executable keeps between calls (one per call in flight is made as needed)
+
+
 def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
     if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
         value = np.from_dlpack(value)
@@ -97,6 +100,11 @@ class Executable:
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
         self._inline = device.accelerator.runs_inline(program)
+        # Buffer sets of finished calls, reused by the next ones: allocating costs more than many small
+        # programs take to run, and a backend may keep work prepared for buffers it saw before.
+        self._spare: list[list[Buffer]] = []
+        self._spare_lock = threading.Lock()
+        self._closed = False
 
     def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
         if not self._inline:
@@ -122,12 +130,14 @@ class Executable:
         values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
         targets = self._targets(out)
         acc, ctx = self.device.accelerator, self.device.context
-        buffers: list[Buffer] = []
+        with self._spare_lock:
+            buffers: list[Buffer] = self._spare.pop() if self._spare else []
         try:
-            for spec in (*self.inputs, *self.outputs):
-                buffers.append(
-                    acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), MemoryDomain.SHARED, _IO_USAGE))
-                )
+            if not buffers:
+                for spec in (*self.inputs, *self.outputs):
+                    buffers.append(
+                        acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), MemoryDomain.SHARED, _IO_USAGE))
+                    )
             for buf, value in zip(buffers, values, strict=False):
                 acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8) if value.size else b"")
             bindings = [
@@ -185,11 +195,24 @@ class Executable:
         finally:
             if acc.poll_event(event).terminal:
                 acc.destroy_event(event)
-                for buf in buffers:
-                    acc.free_buffer(buf)
+                self._release(buffers)
+
+    def _release(self, buffers: list[Buffer]) -> None:
+        with self._spare_lock:
+            if len(self._spare) < SPARE_SETS and not self._closed:
+                self._spare.append(buffers)
+                return
+        for buf in buffers:
+            self.device.accelerator.free_buffer(buf)
 
     def close(self) -> None:
-        """Unload the program; later calls do nothing."""
+        """Unload the program and free the buffers kept for calls; later calls do nothing."""
+        with self._spare_lock:
+            self._closed = True
+            spare, self._spare = self._spare, []
+        for buffers in spare:
+            for buf in buffers:
+                self.device.accelerator.free_buffer(buf)
         if self.device._forget(self):
             self.device.accelerator.unload_program(self.program)
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from ...runtime.types import MemoryDomain
-from . import binding, commands
+from . import binding
+from .direct import DirectRecordings
 from .kernels import Kernels, Pipeline
 from .memory import Allocation, Memory
 from .ops.common import Dispatch, Place
 from .plan import Plan
+from .recording import descriptor_sets, record_graph
 
 _STEP_OVERHEAD = 512  # resident bytes charged per step (descriptor set, commands) on top of the buffers
 
@@ -33,6 +35,7 @@ class LoadedProgram:
         self.const: Allocation | None = None
         self.pool: Any = None
         self.descriptor_pool: Any = None
+        self.direct: DirectRecordings | None = None
         try:
             self.arena = memory.allocate(plan.arena_bytes, MemoryDomain.DEVICE)
             if plan.const_bytes:
@@ -43,6 +46,7 @@ class LoadedProgram:
             pipelines = [kernels.pipeline(d.shader, d.spec, len(d.bindings)) for d in dispatches]
             sets = self._descriptor_sets(dispatches, pipelines)
             self._record(pipelines, sets)
+            self.direct = DirectRecordings(self)
         except BaseException:
             self.destroy()
             raise
@@ -58,105 +62,35 @@ class LoadedProgram:
         assert owner is not None
         return owner.buffer
 
+    def resolve(self, place: Place) -> tuple[Any, int, int]:
+        """(VkBuffer, offset, descriptor range) of a place in the program's own buffers."""
+        owner = self.arena if place.buffer == "arena" else self.const
+        assert owner is not None
+        # Whole 32-bit words (BOOL kernels write them); the plan pads every buffer to allow it.
+        return owner.buffer, place.offset, min(max(4, -(-place.size // 4) * 4), owner.size - place.offset)
+
     def _descriptor_sets(self, dispatches: list[Dispatch], pipelines: list[Pipeline]) -> list[Any]:
         if not dispatches:
             return []
-        vk, dev, ffi = self.vk, self.device.handle, self.vk.ffi
-        total = sum(len(d.bindings) for d in dispatches)
-        size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=total)
-        info = vk.VkDescriptorPoolCreateInfo(maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=[size])
-        self.descriptor_pool = binding.call(vk.vkCreateDescriptorPool, dev, info, None, what="vkCreateDescriptorPool")
-        layouts = ffi.new("VkDescriptorSetLayout[]", [p.set_layout for p in pipelines])
-        alloc = ffi.new("VkDescriptorSetAllocateInfo *")
-        alloc.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
-        alloc.descriptorPool = self.descriptor_pool
-        alloc.descriptorSetCount = len(pipelines)
-        alloc.pSetLayouts = layouts
-        sets = ffi.new("VkDescriptorSet[]", len(pipelines))
-        binding.check(vk.lib.vkAllocateDescriptorSets(dev, alloc, sets), "vkAllocateDescriptorSets")
-        infos = ffi.new("VkDescriptorBufferInfo[]", total)
-        writes = ffi.new("VkWriteDescriptorSet[]", total)
-        k = 0
-        for i, d in enumerate(dispatches):
-            for slot, place in enumerate(d.bindings):
-                owner = self.arena if place.buffer == "arena" else self.const
-                assert owner is not None
-                infos[k].buffer = owner.buffer
-                infos[k].offset = place.offset
-                # Whole 32-bit words (BOOL kernels write them); the plan pads every buffer to allow it.
-                infos[k].range = min(max(4, -(-place.size // 4) * 4), owner.size - place.offset)
-                w = writes[k]
-                w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-                w.dstSet = sets[i]
-                w.dstBinding = slot
-                w.descriptorCount = 1
-                w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                w.pBufferInfo = ffi.addressof(infos, k)
-                k += 1
-        vk.lib.vkUpdateDescriptorSets(dev, total, writes, 0, ffi.NULL)
-        return [sets[i] for i in range(len(pipelines))]
+        self.descriptor_pool, sets = descriptor_sets(self.vk, self.device.handle, dispatches, pipelines, self.resolve)
+        return sets
 
     def _record(self, pipelines: list[Pipeline], sets: list[Any]) -> None:
-        vk, lib, ffi, dev = self.vk, self.vk.lib, self.vk.ffi, self.device.handle
+        vk, dev = self.vk, self.device.handle
         info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.device.queue_family)
         self.pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
         alloc = vk.VkCommandBufferAllocateInfo(
             commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
         )
-        cb = self.cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
-        compute, copy = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_2_COPY_BIT
-        shader_rw = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT | vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
-        transfer_rw = vk.VK_ACCESS_2_TRANSFER_READ_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
-        writes = vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
-        commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
-        # The submission's copy-in (and anything earlier on the queue) before the first kernel.
-        commands.global_barrier(
-            vk, cb, copy, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT, compute | copy, shader_rw | transfer_rw
-        )
-        bind_point = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-        bound = None
-        k = 0
-        assert self.arena is not None
-        for step, barrier in zip(self.plan.steps, self.plan.barriers, strict=True):
-            if barrier is not None:
-                src_access = 0 if barrier.execution_only else writes
-                commands.buffer_barriers(
-                    vk,
-                    cb,
-                    self.arena.buffer,
-                    barrier.ranges,
-                    compute | copy,
-                    src_access,
-                    compute | copy,
-                    0 if barrier.execution_only else shader_rw | transfer_rw,
-                )
-            if isinstance(step, Dispatch):
-                pipeline = pipelines[k]
-                if bound is not pipeline.handle:
-                    lib.vkCmdBindPipeline(cb, bind_point, pipeline.handle)
-                    bound = pipeline.handle
-                set_ptr = ffi.new("VkDescriptorSet[1]", [sets[k]])
-                lib.vkCmdBindDescriptorSets(cb, bind_point, pipeline.layout, 0, 1, set_ptr, 0, ffi.NULL)
-                push = ffi.new("char[]", step.push)
-                lib.vkCmdPushConstants(cb, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(step.push), push)
-                lib.vkCmdDispatch(cb, *step.groups)
-                k += 1
-            else:
-                commands.copy(
-                    vk,
-                    cb,
-                    self.buffer(step.src),
-                    step.src.offset,
-                    self.buffer(step.dst),
-                    step.dst.offset,
-                    step.dst.size,
-                )
-        # Results before the submission's copy-out.
-        commands.global_barrier(vk, cb, compute | copy, writes, copy, vk.VK_ACCESS_2_TRANSFER_READ_BIT)
-        commands.end(vk, cb)
+        self.cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
+        self.pipelines = pipelines
+        record_graph(vk, self.cb, self.plan, pipelines, sets, self.resolve, self.arena.buffer if self.arena else None)
 
     def destroy(self) -> None:
         vk, dev = self.vk, self.device.handle
+        if self.direct is not None:
+            self.direct.destroy()
+            self.direct = None
         if self.pool is not None:
             vk.vkDestroyCommandPool(dev, self.pool, None)  # frees the command buffer
             self.pool = None

@@ -1,10 +1,11 @@
 """Submission: a bounded ring of slots per contract queue, completion observed through fences.
 
-A slot is two small command buffers (copy-in, copy-out) and a fence. ``submit`` takes a free slot,
-records the copies of the bound ranges into and out of the program's arena, and makes one
-vkQueueSubmit2 of [copy-in, the program's prerecorded command buffer, copy-out] that signals the slot's
-fence. It never waits: with no free slot it raises Busy (the caller may retry once earlier work is
-observed complete).
+A slot is two small command buffers (copy-in, copy-out) and a fence. ``submit`` takes a free slot and
+makes one vkQueueSubmit2 that signals the slot's fence: of the program's recording bound to the
+caller's buffers (:mod:`.direct`: no copies, nothing recorded when the same buffers come again), or,
+where such a recording cannot be used, of [copy-in, the program's own command buffer, copy-out] with
+the copies of the bound ranges into and out of the program's arena recorded now. It never waits:
+with no free slot it raises Busy (the caller may retry once earlier work is observed complete).
 
 There is no worker thread. Completion is observed when someone asks: ``poll_event`` reads the fence
 (vkGetFenceStatus), ``wait`` blocks in vkWaitForFences, and both retire what they find finished
@@ -34,6 +35,7 @@ from ...runtime.accelerator import BoundRange
 from ...runtime.event import EventCore
 from . import binding, commands
 from .device import Device
+from .direct import Recording
 from .program import LoadedProgram
 
 SLOTS = 64
@@ -49,6 +51,7 @@ class _Slot:
     event: EventCore | None = None  # the submission in flight, until retired
     waiters: int = 0
     used: bool = False  # the fence has been submitted since its creation (needs a reset before reuse)
+    recording: Recording | None = None  # the direct recording in flight, if the submission used one
 
 
 class Ring:
@@ -86,20 +89,28 @@ class Ring:
             slot = self._free_slot()
             if slot is None:
                 raise Busy(f"all {len(self.slots)} submission slots of this queue are in flight")
-            self._record(slot, program, ranges)
+            recording = program.direct.lookup(ranges) if program.direct is not None else None
+            if recording is None:
+                self._record(slot, program, ranges)
+                buffers = [slot.copy_in, program.cb, slot.copy_out]
+            else:
+                buffers = [recording.cb]
             if not event.try_start():
                 return  # the event is already terminal (cancelled, or failed on its deadline)
             vk, dev = self.vk, self.device.handle
             if slot.used:
                 binding.check(vk.lib.vkResetFences(dev, 1, vk.ffi.new("VkFence[1]", [slot.fence])), "vkResetFences")
             with self.device.submit_lock:
-                code = commands.submit(vk, self.device.queue, [slot.copy_in, program.cb, slot.copy_out], slot.fence)
+                code = commands.submit(vk, self.device.queue, buffers, slot.fence)
             slot.used = True
             if code != binding.VK_SUCCESS:
                 # Not accepted: the slot stays free (its unsignalled fence is reset on reuse) and the
                 # runtime fails the event; device loss poisons the accelerator.
                 raise binding.result_error(code, "vkQueueSubmit2")
             slot.event = event
+            if recording is not None:
+                recording.in_flight += 1
+                slot.recording = recording
 
     def full(self) -> bool:
         with self.lock:
@@ -164,6 +175,9 @@ class Ring:
             if code == binding.VK_SUCCESS:
                 done.append(slot.event)
                 slot.event = None
+                if slot.recording is not None:
+                    slot.recording.in_flight -= 1
+                    slot.recording = None
             elif code != binding.VK_NOT_READY:
                 raise binding.result_error(code, "vkGetFenceStatus")
         return done

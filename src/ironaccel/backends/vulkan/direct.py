@@ -1,0 +1,188 @@
+"""Recordings of a program whose inputs and outputs are the caller's buffers: no copies per submission.
+
+The program's own command buffer (:mod:`.program`) reads its inputs from, and writes its outputs to,
+places in its arena, so every submission copies the bound ranges in and out (:mod:`.submit`): 2 extra
+command buffers recorded in Python per submission, and twice the tensors' bytes moved. Callers mostly
+bind the same buffers again and again (a serving loop, a benchmark), so the first submission with a
+given set of bound ranges records, once, the whole graph with those ranges in the kernels' descriptors
+in place of the arena places; later submissions with the same ranges replay it alone.
+
+A set of ranges is recorded only when doing so cannot change a result, else the copying path runs:
+- every range's offset meets minStorageBufferOffsetAlignment and its length is whole 32-bit words (the
+  kernels address words; a partial word would spill into the caller's neighbouring bytes);
+- no output range overlaps another bound range, and no two graph inputs/outputs share arena bytes (a
+  graph output that is a view of an input, or an input returned as an output, relies on the copies);
+- every binding that touches an input's or output's arena bytes lies inside them (a view), so it maps
+  onto the caller's buffer at the same relative offset.
+
+The recordings of a program are a small LRU cache keyed by the bound allocations (the objects, held by
+the entry, so a freed and reused VkBuffer handle can never match) with their offsets and lengths. An
+entry in flight is never evicted; the ring counts its submissions.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...runtime.accelerator import BoundRange
+from . import binding
+from .ops.common import Dispatch, Place
+from .recording import descriptor_sets, record_graph
+
+if TYPE_CHECKING:
+    from .program import LoadedProgram
+
+ENTRIES = 8  # recordings kept per program
+
+
+class Recording:
+    """One recorded command buffer with its descriptor pool; ``in_flight`` counts its submissions."""
+
+    __slots__ = ("cb", "descriptor_pool", "in_flight", "key")
+
+    def __init__(self, key: tuple, cb: Any, descriptor_pool: Any) -> None:
+        self.key = key  # holds the bound allocations alive (see the module doc)
+        self.cb = cb
+        self.descriptor_pool = descriptor_pool
+        self.in_flight = 0
+
+
+class DirectRecordings:
+    """The recordings of one loaded program (the ring's lock serialises every call)."""
+
+    def __init__(self, program: LoadedProgram) -> None:
+        self.program = program
+        self.entries: OrderedDict[tuple, Recording] = OrderedDict()
+        self.command_pool: Any = None
+        plan = program.plan
+        io = [*plan.inputs, *plan.outputs]
+        arena_io = [p for p in io if p.buffer == "arena"]
+        self.usable = len(arena_io) == len(io) and not _any_overlap([(p.offset, p.size) for p in io])
+
+    def lookup(self, ranges: Sequence[BoundRange]) -> Recording | None:
+        """The recording for ``ranges``, recorded now if it can and may be (None: copy instead)."""
+        if not self.usable:
+            return None
+        key = tuple((r.slot, r.native, r.offset, r.length) for r in sorted(ranges, key=lambda r: r.slot))
+        found = self.entries.get(key)
+        if found is not None:
+            self.entries.move_to_end(key)
+            return found
+        mapping = self._mapping(ranges)
+        if mapping is None:
+            return None
+        resolve = self._resolver(mapping)
+        try:
+            for step in self.program.plan.steps:
+                for place in (*step.reads, *step.writes):
+                    resolve(place)
+        except _NotDirect:
+            return None
+        if len(self.entries) >= ENTRIES and not self._evict_one():
+            return None
+        recording = self._record(key, resolve)
+        self.entries[key] = recording
+        return recording
+
+    def _mapping(self, ranges: Sequence[BoundRange]) -> dict[int, tuple[Place, BoundRange]] | None:
+        plan = self.program.plan
+        n_in = len(plan.inputs)
+        if len(ranges) != n_in + len(plan.outputs) or len({r.slot for r in ranges}) != len(ranges):
+            return None
+        align = self.program.device.limits.min_storage_buffer_offset_alignment
+        mapping = {}
+        for r in ranges:
+            place = plan.inputs[r.slot] if r.slot < n_in else plan.outputs[r.slot - n_in]
+            if r.offset % align or r.length % 4 or r.length != place.size:
+                return None
+            mapping[r.slot] = (place, r)
+        outputs = [r for r in ranges if r.slot >= n_in]
+        for out in outputs:
+            for other in ranges:
+                if (
+                    other is not out
+                    and other.native is out.native
+                    and _overlap((out.offset, out.length), (other.offset, other.length))
+                ):
+                    return None
+        return mapping
+
+    def _resolver(self, mapping: dict[int, tuple[Place, BoundRange]]) -> Callable[[Place], tuple[Any, int, int]]:
+        program = self.program
+        align = program.device.limits.min_storage_buffer_offset_alignment
+        io = list(mapping.values())
+
+        def resolve(place: Place) -> tuple[Any, int, int]:
+            if place.buffer == "arena":
+                for home, r in io:
+                    if home.offset <= place.offset and place.offset + place.size <= home.offset + home.size:
+                        offset = r.offset + place.offset - home.offset
+                        if offset % align:
+                            raise _NotDirect
+                        return r.native.buffer, offset, max(4, -(-place.size // 4) * 4)
+                    if _overlap((home.offset, home.size), (place.offset, place.size)):
+                        raise _NotDirect
+            return program.resolve(place)
+
+        return resolve
+
+    def _record(self, key: tuple, resolve: Callable[[Place], tuple[Any, int, int]]) -> Recording:
+        program = self.program
+        vk, dev = program.vk, program.device.handle
+        if self.command_pool is None:
+            info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=program.device.queue_family)
+            self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+        dispatches = [s for s in program.plan.steps if isinstance(s, Dispatch)]
+        pool, sets = (None, []) if not dispatches else descriptor_sets(vk, dev, dispatches, program.pipelines, resolve)
+        try:
+            alloc = vk.VkCommandBufferAllocateInfo(
+                commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
+            )
+            cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
+            try:
+                record_graph(vk, cb, program.plan, program.pipelines, sets, resolve, None)
+            except BaseException:
+                vk.vkFreeCommandBuffers(dev, self.command_pool, 1, [cb])
+                raise
+        except BaseException:
+            if pool is not None:
+                vk.vkDestroyDescriptorPool(dev, pool, None)
+            raise
+        return Recording(key, cb, pool)
+
+    def _evict_one(self) -> bool:
+        for key, entry in self.entries.items():  # oldest first
+            if entry.in_flight == 0:
+                del self.entries[key]
+                self._destroy(entry)
+                return True
+        return False
+
+    def _destroy(self, entry: Recording) -> None:
+        vk, dev = self.program.vk, self.program.device.handle
+        vk.vkFreeCommandBuffers(dev, self.command_pool, 1, [entry.cb])
+        if entry.descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(dev, entry.descriptor_pool, None)
+
+    def destroy(self) -> None:
+        """Free every recording (nothing may be in flight)."""
+        for entry in self.entries.values():
+            self._destroy(entry)
+        self.entries.clear()
+        if self.command_pool is not None:
+            self.program.vk.vkDestroyCommandPool(self.program.device.handle, self.command_pool, None)
+            self.command_pool = None
+
+
+class _NotDirect(Exception):
+    """A binding cannot be mapped onto the caller's buffers (the copying path runs instead)."""
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[0] + b[1] and b[0] < a[0] + a[1]
+
+
+def _any_overlap(spans: list[tuple[int, int]]) -> bool:
+    return any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[i + 1 :] if a[1] and b[1])

@@ -1,0 +1,128 @@
+"""Recording a program's graph: descriptor sets for its dispatches and the commands that run them.
+
+Shared by the program's own recording (inputs and outputs in its arena, :mod:`.program`) and the
+recordings bound to the caller's buffers (:mod:`.direct`); ``resolve`` says where each place is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import binding, commands
+from .kernels import Pipeline
+from .ops.common import Dispatch, Place
+from .plan import Plan
+
+
+def descriptor_sets(
+    vk: Any,
+    dev: Any,
+    dispatches: list[Dispatch],
+    pipelines: list[Pipeline],
+    resolve: Callable[[Place], tuple[Any, int, int]],
+) -> tuple[Any, list[Any]]:
+    """A descriptor pool and one set per dispatch, each binding placed by ``resolve``."""
+    ffi = vk.ffi
+    total = sum(len(d.bindings) for d in dispatches)
+    size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=total)
+    info = vk.VkDescriptorPoolCreateInfo(maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=[size])
+    pool = binding.call(vk.vkCreateDescriptorPool, dev, info, None, what="vkCreateDescriptorPool")
+    try:
+        layouts = ffi.new("VkDescriptorSetLayout[]", [p.set_layout for p in pipelines])
+        alloc = ffi.new("VkDescriptorSetAllocateInfo *")
+        alloc.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+        alloc.descriptorPool = pool
+        alloc.descriptorSetCount = len(pipelines)
+        alloc.pSetLayouts = layouts
+        sets = ffi.new("VkDescriptorSet[]", len(pipelines))
+        binding.check(vk.lib.vkAllocateDescriptorSets(dev, alloc, sets), "vkAllocateDescriptorSets")
+    except BaseException:
+        vk.vkDestroyDescriptorPool(dev, pool, None)
+        raise
+    infos = ffi.new("VkDescriptorBufferInfo[]", total)
+    writes = ffi.new("VkWriteDescriptorSet[]", total)
+    k = 0
+    for i, d in enumerate(dispatches):
+        for slot, place in enumerate(d.bindings):
+            infos[k].buffer, infos[k].offset, infos[k].range = resolve(place)
+            w = writes[k]
+            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+            w.dstSet = sets[i]
+            w.dstBinding = slot
+            w.descriptorCount = 1
+            w.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            w.pBufferInfo = ffi.addressof(infos, k)
+            k += 1
+    vk.lib.vkUpdateDescriptorSets(dev, total, writes, 0, ffi.NULL)
+    return pool, [sets[i] for i in range(len(pipelines))]
+
+
+def record_graph(
+    vk: Any,
+    cb: Any,
+    plan: Plan,
+    pipelines: list[Pipeline],
+    sets: list[Any],
+    resolve: Callable[[Place], tuple[Any, int, int]],
+    arena: Any | None,
+) -> None:
+    """Record the whole graph into ``cb`` (SIMULTANEOUS_USE).
+
+    With ``arena`` (the program's own buffer), for replay between a submission's copy-in and copy-out:
+    the plan's barriers are buffer barriers on arena ranges. Without it, for a recording whose inputs
+    and outputs are the caller's buffers (:mod:`.direct`): each plan barrier becomes a global one (the
+    ranges may lie in any buffer), the first orders everything earlier on the queue before the kernels,
+    and the last makes the results visible to the host.
+    """
+    lib, ffi = vk.lib, vk.ffi
+    compute, copy = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_2_COPY_BIT
+    everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+    shader_rw = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT | vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
+    transfer_rw = vk.VK_ACCESS_2_TRANSFER_READ_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
+    writes = vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
+    memory_rw = vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT
+    commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
+    if arena is not None:
+        # The submission's copy-in (and anything earlier on the queue) before the first kernel.
+        commands.global_barrier(
+            vk, cb, copy, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT, compute | copy, shader_rw | transfer_rw
+        )
+    else:
+        # Whatever ran before on the queue (another submission using these buffers) happens-before.
+        commands.global_barrier(vk, cb, everything, vk.VK_ACCESS_2_MEMORY_WRITE_BIT, everything, memory_rw)
+    bind_point = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+    bound = None
+    k = 0
+    for step, barrier in zip(plan.steps, plan.barriers, strict=True):
+        if barrier is not None:
+            src_access = 0 if barrier.execution_only else writes
+            dst_access = 0 if barrier.execution_only else shader_rw | transfer_rw
+            if arena is not None:
+                commands.buffer_barriers(
+                    vk, cb, arena, barrier.ranges, compute | copy, src_access, compute | copy, dst_access
+                )
+            else:
+                commands.global_barrier(vk, cb, compute | copy, src_access, compute | copy, dst_access)
+        if isinstance(step, Dispatch):
+            pipeline = pipelines[k]
+            if bound is not pipeline.handle:
+                lib.vkCmdBindPipeline(cb, bind_point, pipeline.handle)
+                bound = pipeline.handle
+            set_ptr = ffi.new("VkDescriptorSet[1]", [sets[k]])
+            lib.vkCmdBindDescriptorSets(cb, bind_point, pipeline.layout, 0, 1, set_ptr, 0, ffi.NULL)
+            push = ffi.new("char[]", step.push)
+            lib.vkCmdPushConstants(cb, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(step.push), push)
+            lib.vkCmdDispatch(cb, *step.groups)
+            k += 1
+        else:
+            src, src_offset, _ = resolve(step.src)
+            dst, dst_offset, _ = resolve(step.dst)
+            commands.copy(vk, cb, src, src_offset, dst, dst_offset, step.dst.size)
+    if arena is not None:
+        # Results before the submission's copy-out.
+        commands.global_barrier(vk, cb, compute | copy, writes, copy, vk.VK_ACCESS_2_TRANSFER_READ_BIT)
+    else:
+        # Results visible to the host (read_buffer after the fence) and to later submissions.
+        commands.global_barrier(vk, cb, compute | copy, writes, everything | vk.VK_PIPELINE_STAGE_2_HOST_BIT, memory_rw)
+    commands.end(vk, cb)
