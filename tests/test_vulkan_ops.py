@@ -127,6 +127,7 @@ def test_clamp_with_nan_modes(dev, mode):
 
 # ---- elementwise binary, comparison, select ---------------------------------------------------------
 BROADCAST = [((), ()), ((5,), (5,)), ((3, 1), (1, 4)), ((2, 3, 4), (2, 1, 4)), ((2, 1, 3, 1), (1, 4, 1, 5))]
+BROADCAST += [((2, 3, 4), (2, 3, 4)), ((6, 7), (6, 7))]  # same shapes: vec4s (24 elements) or not (42)
 BINARY = {"add": 0, "sub": 0, "mul": 0, "maximum": 0, "minimum": 0, "pow": 4}
 
 
@@ -139,6 +140,20 @@ def test_binary_matches_the_oracle(dev, op, shapes):
         a = np.asarray(np.abs(a) + np.float32(0.05), np.float32)
     (got,), (want,) = run_both(dev, lambda b, x, y: getattr(b, op)(x, y), [a, b_])
     assert_close(got, want, BINARY[op], 0.0, op)
+
+
+def test_same_shape_binary_operators_move_vec4s_and_the_rest_elements():
+    from ironaccel.backends.vulkan import plan as planning
+
+    def spec(shape_a, shape_b):
+        b = ProgramBuilder()
+        b.output(b.add(b.input("x", shape_a, "fp32"), b.input("y", shape_b, "fp32")))
+        (step,) = planning.build(b.build()).steps
+        return step.spec[3], step.groups[0]
+
+    assert spec((64, 1024), (64, 1024)) == (1, 256)  # 65536 elements, 4 per invocation, 64 per group
+    assert spec((3, 7), (3, 7)) == (0, 1)
+    assert spec((64, 1024), (1, 1024)) == (0, 1024)  # broadcasting: element by element
 
 
 @pytest.mark.parametrize("op", list(BINARY))

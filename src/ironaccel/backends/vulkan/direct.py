@@ -8,8 +8,9 @@ given set of bound ranges records, once, the whole graph with those ranges in th
 in place of the arena places; later submissions with the same ranges replay it alone.
 
 A set of ranges is recorded only when doing so cannot change a result, else the copying path runs:
-- every range's offset meets minStorageBufferOffsetAlignment and its length is whole 32-bit words (the
-  kernels address words; a partial word would spill into the caller's neighbouring bytes);
+- every range's offset meets minStorageBufferOffsetAlignment and is a multiple of 16 (kernels may move
+  vec4s, as they do in the arena, whose places are 256-byte aligned), and its length is whole 32-bit
+  words (the kernels address words; a partial word would spill into the caller's neighbouring bytes);
 - no output range overlaps another bound range, and no two graph inputs/outputs share arena bytes (a
   graph output that is a view of an input, or an input returned as an output, relies on the copies);
 - every binding that touches an input's or output's arena bytes lies inside them (a view), so it maps
@@ -22,6 +23,7 @@ entry in flight is never evicted; the ring counts its submissions.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from .program import LoadedProgram
 
 ENTRIES = 8  # recordings kept per program
+VECTOR_ALIGNMENT = 16  # bytes: the widest load a kernel issues (vec4 / uvec4)
 
 
 class Recording:
@@ -91,7 +94,7 @@ class DirectRecordings:
         n_in = len(plan.inputs)
         if len(ranges) != n_in + len(plan.outputs) or len({r.slot for r in ranges}) != len(ranges):
             return None
-        align = self.program.device.limits.min_storage_buffer_offset_alignment
+        align = _alignment(self.program)
         mapping = {}
         for r in ranges:
             place = plan.inputs[r.slot] if r.slot < n_in else plan.outputs[r.slot - n_in]
@@ -111,7 +114,7 @@ class DirectRecordings:
 
     def _resolver(self, mapping: dict[int, tuple[Place, BoundRange]]) -> Callable[[Place], tuple[Any, int, int]]:
         program = self.program
-        align = program.device.limits.min_storage_buffer_offset_alignment
+        align = _alignment(program)
         io = list(mapping.values())
 
         def resolve(place: Place) -> tuple[Any, int, int]:
@@ -178,6 +181,11 @@ class DirectRecordings:
 
 class _NotDirect(Exception):
     """A binding cannot be mapped onto the caller's buffers (the copying path runs instead)."""
+
+
+def _alignment(program: LoadedProgram) -> int:
+    limit = program.device.limits.min_storage_buffer_offset_alignment
+    return limit * VECTOR_ALIGNMENT // math.gcd(limit, VECTOR_ALIGNMENT)
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:

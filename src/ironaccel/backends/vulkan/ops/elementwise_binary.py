@@ -1,6 +1,8 @@
 """Elementwise binary operators with TOSA broadcasting.
 
-fp32 ADD, SUB, MUL (shift 0), MAXIMUM, MINIMUM, POW: ``binary.comp``. Its arithmetic is IEEE single
+fp32 ADD, SUB, MUL (shift 0), MAXIMUM, MINIMUM, POW: ``binary.comp``, moving vec4s where no operand
+broadcasts and the count is a multiple of 4 (the places are aligned to 256 bytes, the caller's ranges of
+direct recordings to 16: :mod:`..direct`). Its arithmetic is IEEE single
 precision: +, - and * are correctly rounded in Vulkan, so they match the CPU oracle bit for bit;
 MAXIMUM / MINIMUM pick an operand (exact) with the attribute's NaN mode; POW is e^(b ln a) with ln a
 carried in two floats (shaders/include/math.glsl).
@@ -84,9 +86,10 @@ def binary(ctx: LoweringContext) -> list[Step]:
     n, push = indexed_push(out.shape, [a.shape, b.shape])
     if n == 0:
         return []
-    spec = (WORKGROUP, OPCODES[ctx.operator.op], nan_mode(ctx))
+    vec4 = int(a.shape == b.shape == out.shape and n % 4 == 0)  # places are 16-byte aligned (plan.py)
+    spec = (WORKGROUP, OPCODES[ctx.operator.op], nan_mode(ctx), vec4)
     reads = (ctx.place(a), ctx.place(b))
-    return [Dispatch("binary", spec, reads, (ctx.place(out),), push, groups(n, ctx))]
+    return [Dispatch("binary", spec, reads, (ctx.place(out),), push, groups(n // 4 if vec4 else n, ctx))]
 
 
 @lowering(

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Time alternative MATMUL kernels on a GPU beside the shipped ones, in one run.
+
+    python3 benchmarks/vulkan/probe_matmul.py [--device nvidia] [--n 8192]
+        [--fp16-spirv LABEL=PATH ...] [--fp32-spirv LABEL=PATH ...] [--fp32-tile TX,TY,TM,TN,BK ...]
+        [--memory mapped,staged]
+
+Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
+each ``--fp16-spirv`` replaces ``matmul_coop.spv`` and each ``--fp32-spirv`` replaces ``matmul.spv``
+for one measurement (a fresh device each, so no pipeline is reused), and each ``--fp32-tile`` forces
+``matmul.comp``'s specialization. Every row is timed like bench_vulkan.py (through the runtime
+contract, device buffers, 10 back-to-back submissions) and checked against float64 on the GPU; cuBLAS
+on the same card is the first row of each type. ``--memory`` repeats every row with Device-domain
+buffers in each placement: ``mapped`` (the shipped order: host-visible device-local memory first) and
+``staged`` (device-local memory that is never mapped; host reads and writes through a staging buffer).
+Prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_vulkan  # noqa: E402
+import ironaccel  # noqa: E402
+from ironaccel.backends.vulkan import kernels  # noqa: E402
+from ironaccel.backends.vulkan import memory as vk_memory  # noqa: E402
+from ironaccel.backends.vulkan.ops import matmul as matmul_ops  # noqa: E402
+
+REPS = 10
+
+
+def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any) -> dict[str, Any]:
+    dev = ironaccel.open(f"vulkan:{device}")
+    try:
+        loaded = bench_vulkan.Loaded(dev, bench_vulkan.matmul_program(n, dtype), data["inputs"])
+        try:
+            ms = loaded.per_run_seconds(REPS) * 1e3
+            got = torch.from_numpy(loaded.output().reshape(n, n).astype(np.float64)).cuda()
+            rel = float(torch.linalg.norm(got - data["ref"]) / torch.linalg.norm(data["ref"]))
+            shaders = sorted({s.shader for s in bench_vulkan._plan_of(loaded).steps if hasattr(s, "shader")})
+        finally:
+            loaded.close()
+    finally:
+        dev.close()
+    return {"ms": ms, "tflops": 2.0 * n**3 / ms / 1e9, "rel_error": rel, "kernels": "+".join(shaders)}
+
+
+def _data(torch: Any, n: int, dtype: str) -> dict[str, Any]:
+    tdt = torch.float32 if dtype == "fp32" else torch.float16
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ta = torch.randn((n, n), device="cuda", generator=gen).to(tdt)
+    tb = torch.randn((n, n), device="cuda", generator=gen).to(tdt)
+    npdt = np.float32 if dtype == "fp32" else np.float16
+    return {
+        "peer_ms": bench_vulkan.cuda_ms(torch, lambda: torch.matmul(ta, tb), REPS),
+        "inputs": [ta.cpu().numpy().astype(npdt).reshape(1, n, n), tb.cpu().numpy().astype(npdt).reshape(1, n, n)],
+        "ref": torch.matmul(ta.double(), tb.double()),
+    }
+
+
+def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
+    """(dtype, label, shader replaced or "", replacement: SPIR-V bytes or a Tile or None)."""
+    rows: list[tuple[str, str, str, Any]] = []
+    if args.fp32_spirv or args.fp32_tile:
+        rows.append(("fp32", "shipped", "", None))
+        for item in args.fp32_spirv:
+            label, path = item.split("=", 1)
+            rows.append(("fp32", label, "matmul", Path(path).read_bytes()))
+        for item in args.fp32_tile:
+            tile = matmul_ops.Tile(*(int(v) for v in item.split(",")))
+            rows.append(("fp32", f"tile {item}", "", tile))
+    if args.fp16_spirv:
+        rows.append(("fp16", "shipped", "", None))
+        for item in args.fp16_spirv:
+            label, path = item.split("=", 1)
+            rows.append(("fp16", label, "matmul_coop", Path(path).read_bytes()))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="nvidia")
+    parser.add_argument("--n", type=int, default=8192, help="H = C = W (default 8192)")
+    parser.add_argument("--fp16-spirv", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--fp32-tile", action="append", default=[], metavar="TX,TY,TM,TN,BK")
+    parser.add_argument("--memory", default="mapped", help="comma-separated placements: mapped, staged")
+    args = parser.parse_args()
+    placements = args.memory.split(",")
+    if not set(placements) <= {"mapped", "staged"}:
+        parser.error("--memory takes mapped and/or staged")
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    shipped_tile_for = matmul_ops.tile_for
+    table = ["| type | kernel | ms | TFLOP/s | vs cuBLAS | rel error |", "|---|---|---|---|---|---|"]
+    data: dict[str, dict[str, Any]] = {}
+    rows = [(p, *v) for v in _variants(args) for p in placements]
+    for placement, dtype, label, shader, replacement in rows:
+        if len(placements) > 1:
+            label = f"{label}, {placement}"
+        vk_memory.Memory.__init__.__defaults__ = (placement == "staged",)
+        if dtype not in data:
+            data[dtype] = _data(torch, args.n, dtype)
+            peer = data[dtype]["peer_ms"]
+            table.append(f"| {dtype} | cuBLAS | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
+        original = kernels._spirv_cache.get(shader) if shader else None
+        try:
+            if isinstance(replacement, bytes):
+                kernels._spirv_cache[shader] = replacement
+            elif replacement is not None:
+                matmul_ops.tile_for = lambda h, w, m, t=replacement: t
+            r = _measure(args.device, args.n, dtype, data[dtype], torch)
+            row = (
+                f"| {dtype} | {label} ({r['kernels']}) | {r['ms']:.2f} | {r['tflops']:.1f} | "
+                f"{data[dtype]['peer_ms'] / r['ms']:.2f}x | {r['rel_error']:.1e} |"
+            )
+        except Exception as exc:  # noqa: BLE001 - a failing variant is a row of the table
+            row = f"| {dtype} | {label} | error: {type(exc).__name__}: {str(exc)[:100]} | | | |"
+        finally:
+            vk_memory.Memory.__init__.__defaults__ = (False,)
+            matmul_ops.tile_for = shipped_tile_for
+            if shader:
+                kernels._spirv_cache.pop(shader, None)
+                if original is not None:
+                    kernels._spirv_cache[shader] = original
+        print(row, flush=True)
+        table.append(row)
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
