@@ -27,11 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_vulkan  # noqa: E402
-import ironaccel  # noqa: E402
-from ironaccel.backends.vulkan import kernels  # noqa: E402
-from ironaccel.backends.vulkan import memory as vk_memory  # noqa: E402
-from ironaccel.backends.vulkan.ops import matmul as matmul_ops  # noqa: E402
+import bench_vulkan
+
+import ironaccel
+from ironaccel.backends.vulkan import kernels
+from ironaccel.backends.vulkan import memory as vk_memory
+from ironaccel.backends.vulkan.ops import matmul as matmul_ops
 
 REPS = 10
 
