@@ -13,9 +13,9 @@ wall time beside it where it says something different):
 * submit -> complete latency (median, polled) of a 1-operator and a 50-operator program.
 * The bundled framework-produced programs (src/ironaccel/models, fp32) vs torch eager on CUDA.
 
-Per-submission times include the backend's device-side copies of the bound inputs into the program's
-arena and of the outputs back (ADR 0008: bound buffers are copied); no Vulkan timestamp query is read
-here, so there is no kernel-only figure. Writes results.md / results.json to --out (default
+The buffers are bound the same way at every submission, so the backend replays a direct recording (its
+kernels read and write these buffers; ADR 0008) after the first; no Vulkan timestamp query is read here,
+so there is no kernel-only figure. Writes results.md / results.json to --out (default
 benchmarks/vulkan/results) and prints the table last.
 """
 
