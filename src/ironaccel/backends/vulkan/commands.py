@@ -79,9 +79,9 @@ def copy(vk: Any, cb: Any, src: Any, src_offset: int, dst: Any, dst_offset: int,
     vk.lib.vkCmdCopyBuffer(cb, src, dst, 1, region)
 
 
-def submit(vk: Any, queue: Any, command_buffers: Sequence[Any], fence: Any) -> int:
-    """One vkQueueSubmit2 of ``command_buffers`` signalling ``fence``; returns the VkResult (the caller
-    holds the queue's lock)."""
+def submit_info(vk: Any, command_buffers: Sequence[Any]) -> Any:
+    """A VkSubmitInfo2 for ``command_buffers``, reusable: a submission that repeats (a direct recording)
+    builds it once instead of per call."""
     ffi = vk.ffi
     infos = ffi.new("VkCommandBufferSubmitInfo[]", len(command_buffers))
     for i, cb in enumerate(command_buffers):
@@ -91,4 +91,10 @@ def submit(vk: Any, queue: Any, command_buffers: Sequence[Any], fence: Any) -> i
     info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO_2
     info.commandBufferInfoCount = len(command_buffers)
     info.pCommandBufferInfos = infos
+    return ffi.gc(info, lambda _, keep=infos: None)  # the array lives as long as the struct pointing at it
+
+
+def submit(vk: Any, queue: Any, info: Any, fence: Any) -> int:
+    """One vkQueueSubmit2 of ``info`` (:func:`submit_info`) signalling ``fence``; returns the VkResult
+    (the caller holds the queue's lock)."""
     return int(vk.lib.vkQueueSubmit2(queue, 1, info, fence))

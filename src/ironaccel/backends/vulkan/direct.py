@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...runtime.accelerator import BoundRange
-from . import binding
+from . import binding, commands
 from .ops.common import Dispatch, Place
 from .recording import descriptor_sets, record_graph
 
@@ -43,11 +43,12 @@ VECTOR_ALIGNMENT = 16  # bytes: the widest load a kernel issues (vec4 / uvec4)
 class Recording:
     """One recorded command buffer with its descriptor pool; ``in_flight`` counts its submissions."""
 
-    __slots__ = ("cb", "descriptor_pool", "in_flight", "key")
+    __slots__ = ("cb", "descriptor_pool", "in_flight", "key", "submit_info")
 
-    def __init__(self, key: tuple, cb: Any, descriptor_pool: Any) -> None:
+    def __init__(self, key: tuple, cb: Any, descriptor_pool: Any, submit_info: Any) -> None:
         self.key = key  # holds the bound allocations alive (see the module doc)
         self.cb = cb
+        self.submit_info = submit_info  # VkSubmitInfo2 of ``cb`` alone, built once
         self.descriptor_pool = descriptor_pool
         self.in_flight = 0
 
@@ -153,7 +154,7 @@ class DirectRecordings:
             if pool is not None:
                 vk.vkDestroyDescriptorPool(dev, pool, None)
             raise
-        return Recording(key, cb, pool)
+        return Recording(key, cb, pool, commands.submit_info(vk, [cb]))
 
     def _evict_one(self) -> bool:
         for key, entry in self.entries.items():  # oldest first

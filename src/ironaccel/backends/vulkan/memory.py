@@ -209,6 +209,7 @@ class Stager:
         )
         self.cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
         self.fence = binding.call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
+        self.submit_info = commands.submit_info(vk, [self.cb])
 
     def _copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, size: int) -> None:
         vk, lib, dev = self.vk, self.vk.lib, self.device.handle
@@ -234,7 +235,8 @@ class Stager:
         )
         commands.end(vk, self.cb)
         with self.device.submit_lock:
-            binding.check(commands.submit(vk, self.device.queue, [self.cb], self.fence), "vkQueueSubmit2 (staging)")
+            code = commands.submit(vk, self.device.queue, self.submit_info, self.fence)
+        binding.check(code, "vkQueueSubmit2 (staging)")
         fences = vk.ffi.new("VkFence[1]", [self.fence])
         binding.check(lib.vkWaitForFences(dev, 1, fences, 1, 0xFFFFFFFFFFFFFFFF), "vkWaitForFences (staging)")
         binding.check(lib.vkResetFences(dev, 1, fences), "vkResetFences")

@@ -52,6 +52,7 @@ class _Slot:
     waiters: int = 0
     used: bool = False  # the fence has been submitted since its creation (needs a reset before reuse)
     recording: Recording | None = None  # the direct recording in flight, if the submission used one
+    fences: Any = None  # VkFence[1] holding ``fence``, for vkResetFences without a new array per call
 
 
 class Ring:
@@ -74,7 +75,7 @@ class Ring:
             cbs = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")
             for i in range(slots):
                 fence = binding.call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
-                self.slots.append(_Slot(i, cbs[2 * i], cbs[2 * i + 1], fence))
+                self.slots.append(_Slot(i, cbs[2 * i], cbs[2 * i + 1], fence, fences=vk.ffi.new("VkFence[1]", [fence])))
         except BaseException:
             self.destroy()
             raise
@@ -92,16 +93,16 @@ class Ring:
             recording = program.direct.lookup(ranges) if program.direct is not None else None
             if recording is None:
                 self._record(slot, program, ranges)
-                buffers = [slot.copy_in, program.cb, slot.copy_out]
+                info = commands.submit_info(self.vk, [slot.copy_in, program.cb, slot.copy_out])
             else:
-                buffers = [recording.cb]
+                info = recording.submit_info
             if not event.try_start():
                 return  # the event is already terminal (cancelled, or failed on its deadline)
             vk, dev = self.vk, self.device.handle
             if slot.used:
-                binding.check(vk.lib.vkResetFences(dev, 1, vk.ffi.new("VkFence[1]", [slot.fence])), "vkResetFences")
+                binding.check(vk.lib.vkResetFences(dev, 1, slot.fences), "vkResetFences")
             with self.device.submit_lock:
-                code = commands.submit(vk, self.device.queue, buffers, slot.fence)
+                code = commands.submit(vk, self.device.queue, info, slot.fence)
             slot.used = True
             if code != binding.VK_SUCCESS:
                 # Not accepted: the slot stays free (its unsignalled fence is reset on reuse) and the
