@@ -225,3 +225,15 @@ def test_run_command_takes_a_suite_test_directory(tmp_path, capsys):
     desc = json.loads((bf16 / "desc.json").read_text())
     assert list(npy.load(out, DType.BF16).shape) == desc["test_details"]["output_shapes"][0]
     assert npy.load(out, DType.BF16).dtype == ml_dtypes.bfloat16
+
+
+def test_the_suite_is_generated_with_only_the_extensions_the_command_allows():
+    from ironaccel.cli.conformance import _generated_extensions
+
+    assert _generated_extensions("tosa-pro-fp", None) is None  # default: every extension
+    assert _generated_extensions("tosa-pro-fp", []) == []  # --extension none: the base profile
+    assert _generated_extensions("tosa-pro-fp", ["bf16", "tosa-ext-fp8e4m3", "int16"]) == [
+        "tosa-ext-bf16",
+        "tosa-ext-fp8e4m3",
+    ]  # int16 is PRO-INT's
+    assert _generated_extensions("tosa-pro-int", ["INT16"]) == ["tosa-ext-int16"]

@@ -73,7 +73,13 @@ def run(args: argparse.Namespace) -> int:
     for profile in profiles:
         with console.status(f"{profile}: generating the suite with tosa-tools (cached after the first time)"):
             suite = cts.generate(
-                profile, args.operators or (), cache=args.cache, venv=venv, jobs=jobs, reuse_whole=True
+                profile,
+                args.operators or (),
+                _generated_extensions(profile, extensions),
+                cache=args.cache,
+                venv=venv,
+                jobs=jobs,
+                reuse_whole=True,
             )
         chosen = runner.select(
             suite.tests(),
@@ -132,3 +138,14 @@ def run(args: argparse.Namespace) -> int:
         first = outcome.message.splitlines()[0] if outcome.message else "failed"
         console.print(f"[red]FAIL[/red] {outcome.info.path.name}: {first[:200]}")
     return 0 if report.ok else 1
+
+
+def _generated_extensions(profile: str, allowed: list[str] | None) -> list[str] | None:
+    """The profile's extensions that ``--extension`` allows (None: all): tests needing any other would
+    only be selected out, and generating them is most of a whole suite's time."""
+    from ..conformance import cts  # the command's imports stay lazy (ADR 0003)
+
+    if allowed is None:
+        return None
+    short = {e.lower().removeprefix("tosa-ext-") for e in allowed}
+    return [e for e in cts.EXTENSIONS[profile] if e.removeprefix("tosa-ext-") in short]
