@@ -63,6 +63,7 @@ class Ring:
         self.vk = vk = device.vk
         self.lock = threading.Lock()
         self.slots: list[_Slot] = []
+        self.in_flight: dict[EventCore, _Slot] = {}  # the slot of each submission in flight
         dev = device.handle
         info = vk.VkCommandPoolCreateInfo(
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=device.queue_family
@@ -109,6 +110,7 @@ class Ring:
                 # runtime fails the event; device loss poisons the accelerator.
                 raise binding.result_error(code, "vkQueueSubmit2")
             slot.event = event
+            self.in_flight[event] = slot
             if recording is not None:
                 recording.in_flight += 1
                 slot.recording = recording
@@ -168,13 +170,18 @@ class Ring:
             return self._collect_locked(event)
 
     def _collect_locked(self, event: EventCore | None) -> list[EventCore]:
+        if event is None:
+            slots = list(self.in_flight.values())
+        else:
+            found = self.in_flight.get(event)
+            slots = [] if found is None else [found]
         done = []
-        for slot in self.slots:
-            if slot.event is None or (event is not None and slot.event is not event):
-                continue
+        for slot in slots:
             code = self.vk.lib.vkGetFenceStatus(self.device.handle, slot.fence)
             if code == binding.VK_SUCCESS:
+                assert slot.event is not None
                 done.append(slot.event)
+                del self.in_flight[slot.event]
                 slot.event = None
                 if slot.recording is not None:
                     slot.recording.in_flight -= 1
@@ -185,21 +192,20 @@ class Ring:
 
     def holds(self, event: EventCore) -> bool:
         with self.lock:
-            return any(s.event is event for s in self.slots)
+            return event in self.in_flight
 
     def wait(self, event: EventCore, timeout: float | None) -> list[EventCore]:
         """Block until ``event``'s submission finishes or ``timeout`` seconds pass; returns the
         events retired (``event``'s when it finished)."""
-        vk, ffi = self.vk, self.vk.ffi
+        vk = self.vk
         with self.lock:
-            slot = next((s for s in self.slots if s.event is event), None)
+            slot = self.in_flight.get(event)
             if slot is None:
                 return []
             slot.waiters += 1
         try:
             ns = _FOREVER_NS if timeout is None else max(0, int(timeout * 1e9))
-            fences = ffi.new("VkFence[1]", [slot.fence])
-            code = vk.lib.vkWaitForFences(self.device.handle, 1, fences, 1, ns)
+            code = vk.lib.vkWaitForFences(self.device.handle, 1, slot.fences, 1, ns)
         finally:
             with self.lock:
                 slot.waiters -= 1
