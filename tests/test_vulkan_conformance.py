@@ -144,4 +144,5 @@ def test_bounded_subset_of_the_suite_passes_on_lavapipe(tmp_path):
     fp16_run = {c.get("classname").removeprefix("tosa.").upper() for c in ran if _FP16.search(c.get("name", ""))}
     fp16_offered = {op.name for op in capability.FP16_SIGNATURES} - {"CAST"}  # fp16 -> int reads as int
     assert fp16_offered - fp16_run == set()
-    assert "| negative (rejected) |" in text and "not applicable" in text
+    # Without extensions every generated test applies to the tiers (what does not is covered above).
+    assert "| negative (rejected) |" in text
