@@ -205,6 +205,67 @@ def test_clamp_rescale_and_table_agree_bit_for_bit():
         _same(w, g)
 
 
+_RESCALE_SOURCES = {  # (dtype, unsigned): value range
+    ("int8", False): (-128, 127),
+    ("int8", True): (0, 255),
+    ("int16", False): (-32768, 32767),
+    ("int16", True): (0, 65535),
+    ("int32", False): (-(2**31), 2**31 - 1),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    source=st.sampled_from(sorted(_RESCALE_SOURCES)),
+    scale32=st.booleans(),
+    double_round=st.booleans(),
+    per_channel=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_rescale_agrees_bit_for_bit_in_every_form(source, scale32, double_round, per_channel, seed):
+    """The native RESCALE (32 x 32 -> 64-bit products where operands fit int32) against the interpreter:
+    every source width and signedness, scale16 and scale32, both rounding modes, per-tensor and
+    per-channel, zero points where the type allows them, the extreme values of the input included."""
+    dtype, unsigned = source
+    low, high = _RESCALE_SOURCES[source]
+    rng = np.random.default_rng(seed)
+    channels = 6
+    x = rng.integers(low, high, size=(2, 3, channels), endpoint=True)
+    x.flat[:2] = (low, high)
+    storage = {"int8": np.int8, "int16": np.int16, "int32": np.int32}[dtype]
+    x = x.astype({np.int8: np.uint8, np.int16: np.uint16}.get(storage, storage) if unsigned else storage)
+    x = x.view(storage)
+    count = channels if per_channel else 1
+    top = 1 << 31 if scale32 else 1 << 15
+    multiplier = rng.integers(0, top, size=count)
+    # the shift keeps the scaled value within int32 (a REQUIRE of the specification)
+    span = (high - low) * int(multiplier.max(initial=1))
+    shift = np.maximum(rng.integers(2, 63, size=count), max(2, span.bit_length() - 30))
+    zp_in = int(rng.integers(low, high, endpoint=True)) if dtype == "int8" else 0
+    if dtype == "int16" and unsigned:
+        zp_in = int(rng.choice([0, 32768]))  # the only zero points uint16 takes
+    zp_out = int(rng.integers(-128, 127, endpoint=True))
+    b = ProgramBuilder()
+    v = b.input("x", x.shape, dtype)
+    mult_const = b.const(multiplier.astype(np.int32 if scale32 else np.int16))
+    b.output(
+        b.rescale(
+            v,
+            mult_const,
+            b.const(np.minimum(shift, 62).astype(np.int8)),
+            b.const(np.array([zp_in]).astype(x.dtype if not unsigned else storage)),
+            b.const(np.array([zp_out], np.int8)),
+            out_dtype="int8",
+            scale32=scale32,
+            rounding_mode="double_round" if double_round and scale32 else "single_round",
+            per_channel=per_channel,
+            input_unsigned=unsigned,
+        )
+    )
+    (want,), (got,) = _both(b.build(), [x])
+    _same(want, got)
+
+
 # -- convolutions and products ----------------------------------------------------------------------------
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
