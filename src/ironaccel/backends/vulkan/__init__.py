@@ -14,8 +14,9 @@ Design (ADR 0008 gives the reasons and the alternatives):
    IDENTITY as views), constants uploaded once, and the whole graph recorded ONCE into one command
    buffer, with buffer barriers only where a step reads or overwrites what an earlier one touched.
 5. **Submission is one vkQueueSubmit2 into a bounded ring** (copy-in, the program, copy-out, a fence);
-   a full ring is Busy. No worker thread: completion is observed through the fences when the runtime
-   polls or waits.
+   a full ring is Busy. Buffers bound again and again replay a recording whose kernels use them
+   directly (:mod:`.direct`: no copies). No worker thread: completion is observed through the fences
+   when the runtime polls or waits.
 6. **Shaders are GLSL written here, compiled to SPIR-V that is checked in** (``scripts/build-shaders``);
    shapes reach kernels as push constants, operator codes as specialization constants. Nothing a user
    sends reaches a shader compiler.
@@ -28,7 +29,7 @@ Design (ADR 0008 gives the reasons and the alternatives):
 
 Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
 :mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,
-:mod:`.submit`, :mod:`.capability`, :mod:`.accelerator`.
+:mod:`.recording`, :mod:`.direct`, :mod:`.submit`, :mod:`.capability`, :mod:`.accelerator`.
 """
 
 from __future__ import annotations
