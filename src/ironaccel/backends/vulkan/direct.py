@@ -63,7 +63,27 @@ class DirectRecordings:
         plan = program.plan
         io = [*plan.inputs, *plan.outputs]
         arena_io = [p for p in io if p.buffer == "arena"]
-        self.usable = len(arena_io) == len(io) and not _any_overlap([(p.offset, p.size) for p in io])
+        self.usable = (
+            len(arena_io) == len(io) and not _any_overlap([(p.offset, p.size) for p in io]) and self._views_map(io)
+        )
+
+    def _views_map(self, io: list[Place]) -> bool:
+        """Whether every binding touching an input's or output's bytes lies inside them at an aligned
+        offset. Bound ranges start aligned (:meth:`_mapping`), so this depends on the plan alone and is
+        settled once here, not per submission."""
+        align = _alignment(self.program)
+        for step in self.program.plan.steps:
+            for place in (*step.reads, *step.writes):
+                if place.buffer != "arena":
+                    continue
+                for home in io:
+                    if home.offset <= place.offset and place.offset + place.size <= home.offset + home.size:
+                        if (place.offset - home.offset) % align:
+                            return False
+                        break
+                    if _overlap((home.offset, home.size), (place.offset, place.size)):
+                        return False
+        return True
 
     def lookup(self, ranges: Sequence[BoundRange]) -> Recording | None:
         """The recording for ``ranges``, recorded now if it can and may be (None: copy instead)."""
@@ -77,16 +97,9 @@ class DirectRecordings:
         mapping = self._mapping(ranges)
         if mapping is None:
             return None
-        resolve = self._resolver(mapping)
-        try:
-            for step in self.program.plan.steps:
-                for place in (*step.reads, *step.writes):
-                    resolve(place)
-        except _NotDirect:
-            return None
         if len(self.entries) >= ENTRIES and not self._evict_one():
             return None
-        recording = self._record(key, resolve)
+        recording = self._record(key, self._resolver(mapping))
         self.entries[key] = recording
         return recording
 
@@ -115,19 +128,13 @@ class DirectRecordings:
 
     def _resolver(self, mapping: dict[int, tuple[Place, BoundRange]]) -> Callable[[Place], tuple[Any, int, int]]:
         program = self.program
-        align = _alignment(program)
         io = list(mapping.values())
 
         def resolve(place: Place) -> tuple[Any, int, int]:
-            if place.buffer == "arena":
+            if place.buffer == "arena":  # a view inside at most one io place (checked at load)
                 for home, r in io:
                     if home.offset <= place.offset and place.offset + place.size <= home.offset + home.size:
-                        offset = r.offset + place.offset - home.offset
-                        if offset % align:
-                            raise _NotDirect
-                        return r.native.buffer, offset, max(4, -(-place.size // 4) * 4)
-                    if _overlap((home.offset, home.size), (place.offset, place.size)):
-                        raise _NotDirect
+                        return r.native.buffer, r.offset + place.offset - home.offset, max(4, -(-place.size // 4) * 4)
             return program.resolve(place)
 
         return resolve
@@ -178,10 +185,6 @@ class DirectRecordings:
         if self.command_pool is not None:
             self.program.vk.vkDestroyCommandPool(self.program.device.handle, self.command_pool, None)
             self.command_pool = None
-
-
-class _NotDirect(Exception):
-    """A binding cannot be mapped onto the caller's buffers (the copying path runs instead)."""
 
 
 def _alignment(program: LoadedProgram) -> int:
