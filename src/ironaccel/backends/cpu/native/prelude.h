@@ -182,6 +182,7 @@ IA_INLINE int64_t ia_mul_round_shift(int64_t v, int64_t m, int64_t s, int64_t r)
 
 IA_INLINE int64_t ia_wrap32(int64_t v) { return (int64_t)(int32_t)(uint32_t)(uint64_t)v; }
 IA_INLINE int64_t ia_clip64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+IA_INLINE int32_t ia_clip32(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 /* (value + 2**(s-1)) >> s for s > 0, exact for any int64 value (numerics.rounding_shift_right). */
 IA_INLINE int64_t ia_round_shift(int64_t v, int64_t s)

@@ -67,6 +67,7 @@ def rescale(view: OpView) -> Kernel:
         "r": _round_term(shift),
         "d": np.where(double & (shift > 31), np.int64(1 << 30), np.int64(0)).astype(np.int64),
     }
+    terms["h"] = terms["s"] - 32  # the shift left after taking a product's high word (see below)
     mask = (1 << src.bits) - 1
     if attr.input_unsigned:
         value, zp_in, low, high = f"((int64_t)v0 & {c_int(mask)})", zp_in & mask, 0, mask
@@ -95,12 +96,12 @@ def rescale(view: OpView) -> Kernel:
         values = terms[name]
         if channels == 1 or np.all(values == values[0]):
             return c_int(int(values[0]))
-        as_int32 = narrow and name == "m"
+        as_int32 = narrow and name in ("m", "h")
         arrays[name] = values.astype(np.int32) if as_int32 else values
         operands.append((f"K_{name}", "int32_t" if as_int32 else "int64_t", row))
         return f"v{len(operands) - 1}"
 
-    m, s, r, d = term("m"), term("s"), term("r"), term("d")
+    m, r, d = term("m"), term("r"), term("d")
     if narrow:
         value32 = f"((int32_t)v0 & {c_int(mask)})" if attr.input_unsigned else "(int32_t)v0"
         x = f"(int64_t)(int32_t)({value32} - (int32_t){c_int(zp_in)})"
@@ -111,11 +112,23 @@ def rescale(view: OpView) -> Kernel:
     # While |x * m| + |round| stays below 2**63, the plain 64-bit product, shifted, is the exact floor
     # (and vectorises well); otherwise ia_mul_round_shift's split product, as numerics computes it.
     reach = max(abs(low - zp_in), abs(high - zp_in)) * int(np.abs(multiplier).max(initial=0))
-    if reach + int(terms["r"].max(initial=0)) + int(terms["d"].max(initial=0)) < (1 << 63) - 1:
-        scaled = f"ia_wrap32(({x} * {m} + ({rounding})) >> {s})"
+    exact64 = reach + int(terms["r"].max(initial=0)) + int(terms["d"].max(initial=0)) < (1 << 63) - 1
+    low_bound, high_bound = lo - zp_out, hi - zp_out
+    if exact64 and narrow and int(terms["s"].min()) >= 32 and int32[0] <= low_bound and high_bound <= int32[1]:
+        # AVX2 has no 64-bit arithmetic shift, so the shift is split: the sum's high 32-bit word is
+        # floor(sum / 2**32) (it fits int32 as |sum| < 2**63), then an int32 shift by s - 32 floors the
+        # rest, as floor(floor(p / a) / b) = floor(p / (a * b)); the clip is done in int32 around the
+        # zero point, as clip(v + zp, lo, hi) = clip(v, lo - zp, hi - zp) + zp. Every step vectorises
+        # (scale32 multipliers of int8 and int16 networks come with shifts of 32 or more).
+        high = f"(int32_t)(uint32_t)((uint64_t)({x} * {m} + ({rounding})) >> 32)"
+        clipped = f"ia_clip32({high} >> (int32_t){term('h')}, {c_int(low_bound)}, {c_int(high_bound)})"
+        expression = f"(uint32_t)((uint32_t){clipped} + (uint32_t){c_int(zp_out)})"
     else:
-        scaled = f"ia_wrap32(ia_mul_round_shift({x}, {m}, {s}, {rounding}))"
-    expression = f"(uint64_t)ia_clip64({scaled} + {c_int(zp_out)}, {c_int(lo)}, {c_int(hi)})"
+        if exact64:
+            scaled = f"ia_wrap32(({x} * {m} + ({rounding})) >> {term('s')})"
+        else:
+            scaled = f"ia_wrap32(ia_mul_round_shift({x}, {m}, {term('s')}, {rounding}))"
+        expression = f"(uint64_t)ia_clip64({scaled} + {c_int(zp_out)}, {c_int(lo)}, {c_int(hi)})"
     out = view.outputs[0]
     body = map_loops(out.shape, operands, ("Y0", c_type(dst)), expression)
     return Kernel(body, arrays=arrays, macs=size(out.shape))
