@@ -2,7 +2,7 @@
 """Time alternative MATMUL kernels on a GPU beside the shipped ones, in one run.
 
     python3 benchmarks/vulkan/probe_matmul.py [--device nvidia] [--n 8192]
-        [--fp16-spirv LABEL=PATH ...] [--fp32-spirv LABEL=PATH ...] [--fp32-tile TX,TY,TM,TN,BK ...]
+        [--fp16-spirv LABEL=PATH[@ROWSxCOLS] ...] [--fp32-spirv LABEL=PATH ...] [--fp32-tile TX,TY,TM,TN,BK ...]
         [--memory mapped,staged]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
@@ -81,7 +81,9 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
         rows.append(("fp16", "shipped", "", None))
         for item in args.fp16_spirv:
             label, path = item.split("=", 1)
-            rows.append(("fp16", label, "matmul_coop", Path(path).read_bytes()))
+            path, _, tile = path.partition("@")  # PATH@ROWSxCOLS: a workgroup tile other than the shipped one
+            shape = tuple(int(v) for v in tile.split("x")) if tile else matmul_ops.COOP_TILE
+            rows.append(("fp16", label, "matmul_coop", (Path(path).read_bytes(), shape)))
     return rows
 
 
@@ -101,6 +103,7 @@ def main() -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     shipped_tile_for = matmul_ops.tile_for
+    shipped_coop_tile = matmul_ops.COOP_TILE
     table = ["| type | kernel | ms | TFLOP/s | vs cuBLAS | rel error |", "|---|---|---|---|---|---|"]
     data: dict[str, dict[str, Any]] = {}
     rows = [(p, *v) for v in _variants(args) for p in placements]
@@ -116,6 +119,8 @@ def main() -> int:
         try:
             if isinstance(replacement, bytes):
                 kernels._spirv_cache[shader] = replacement
+            elif isinstance(replacement, tuple):
+                kernels._spirv_cache[shader], matmul_ops.COOP_TILE = replacement
             elif replacement is not None:
                 matmul_ops.tile_for = lambda h, w, m, t=replacement: t
             r = _measure(args.device, args.n, dtype, data[dtype], torch)
@@ -128,6 +133,7 @@ def main() -> int:
         finally:
             vk_memory.Memory.__init__.__defaults__ = (False,)
             matmul_ops.tile_for = shipped_tile_for
+            matmul_ops.COOP_TILE = shipped_coop_tile
             if shader:
                 kernels._spirv_cache.pop(shader, None)
                 if original is not None:

@@ -31,7 +31,7 @@ from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, groups
 from .fp16 import convert
 
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
-COOP_TILE = 128  # rows and columns of output per matmul_coop.comp workgroup (8 subgroups of 32 x 64)
+COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
 COOP_BK = 32
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
@@ -161,7 +161,7 @@ def _tiled(
 def _coop(
     ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place
 ) -> list[Step]:
-    gx, gy = -(-w // COOP_TILE), -(-h // COOP_TILE)
+    gx, gy = -(-w // COOP_TILE[1]), -(-h // COOP_TILE[0])
     limit_x, limit_y, limit_z = ctx.max_groups
     if gx > limit_x or gy > limit_y:
         raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")

@@ -3,13 +3,16 @@
 // 16 x 16 x 16 fp16 A / B, fp32 C, subgroup scope; chosen at load where the device lists that
 // configuration with 32-wide subgroups, for C and W multiples of 8).
 //
-// A workgroup of 8 subgroups computes a 128 x 128 output tile, each subgroup a 32 x 64 eighth as
-// 2 x 4 accumulator matrices. C advances in steps of 32: the A slice (128 x 32) and the B slice
-// (32 x 128) are read from global memory as 8 halves at a time (uvec4: the fp16 bits are never
-// converted on the way) into one of two shared buffers whose rows are padded by 8 halves against bank
-// conflicts; the next slice is read into registers before the current one is multiplied, so one
-// barrier per step suffices. Rows beyond H and columns beyond W are staged as zeros. Full 16 x 16
-// result blocks are stored straight to the output, partial ones through shared memory with bounds.
+// A workgroup of 4 subgroups computes a 128 x 128 output tile, each subgroup a 64 x 64 quarter as
+// 4 x 4 accumulator matrices: per 16-deep step a subgroup loads 4 A and 4 B matrices from shared memory
+// for 16 multiply-adds (with 8 subgroups of 32 x 64 it was 6 loads for 8; on the H200 that layout took
+// 6.84 ms for 8192^3 against 4.58 ms for this one, benchmarks/vulkan/NOTES.md). C advances in steps
+// of 32: the A slice (128 x 32) and the B slice (32 x 128) are read from global memory as 8 halves at a
+// time (uvec4: the fp16 bits are never converted on the way) into one of two shared buffers whose rows
+// are padded by 8 halves against bank conflicts; the next slice is read into registers before the
+// current one is multiplied, so one barrier per step suffices. Rows beyond H and columns beyond W are
+// staged as zeros. Full 16 x 16 result blocks are stored straight to the output, partial ones through
+// shared memory with bounds.
 //
 // Every fixed-count loop is marked [[unroll]]. On the H200 the same kernel without the marks took
 // 30.6 ms for 8192^3 (35.9 TFLOP/s), with them 6.7 ms (164 TFLOP/s; benchmarks/vulkan/NOTES.md): the
@@ -22,16 +25,16 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "include/float_controls.glsl"
 
-layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
 
 const uint BM = 128u;
 const uint BN = 128u;
 const uint BK = 32u;
 const uint SA = (BK + 8u) / 8u;  // uvec4s per staged A row (40 halves)
 const uint SB = (BN + 8u) / 8u;  // uvec4s per staged B row (136 halves)
-const uint THREADS = 256u;
-const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step (2)
-const uint B_LOADS = BK * BN / 8u / THREADS;  // (2)
+const uint THREADS = 128u;
+const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step (4)
+const uint B_LOADS = BK * BN / 8u / THREADS;  // (4)
 
 layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
 layout(set = 0, binding = 1, std430) readonly buffer B { uvec4 b[]; };
@@ -46,7 +49,7 @@ layout(push_constant, std430) uniform Params {
 
 shared uvec4 sa[2][BM * SA];
 shared uvec4 sb[2][BK * SB];
-shared float stage_out[8][16 * 16];
+shared float stage_out[4][16 * 16];
 
 void fetch(uint k0, uint n, uint row0, uint col0, uint tid, out uvec4 ra[A_LOADS], out uvec4 rb[B_LOADS]) {
     [[unroll]] for (uint i = 0u; i < A_LOADS; ++i) {
@@ -78,14 +81,14 @@ void stage(uint buf, uint tid, uvec4 ra[A_LOADS], uvec4 rb[B_LOADS]) {
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint sg = gl_SubgroupID;
-    uint wm = sg >> 1;  // this subgroup's 32 x 64 eighth
+    uint wm = sg >> 1;  // this subgroup's 64 x 64 quarter
     uint wn = sg & 1u;
     uint n = p.batch_base + gl_WorkGroupID.z;
     uint row0 = gl_WorkGroupID.y * BM;
     uint col0 = gl_WorkGroupID.x * BN;
 
-    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[2][4];
-    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[4][4];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
         }
@@ -103,16 +106,16 @@ void main() {
             fetch(k0 + BK, n, row0, col0, tid, ra, rb);
         }
         [[unroll]] for (uint kk = 0u; kk < BK / 16u; ++kk) {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[2];
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[4];
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[4];
-            [[unroll]] for (uint i = 0u; i < 2u; ++i) {
-                coopMatLoad(fa[i], sa[buf], (wm * 32u + 16u * i) * SA + 2u * kk, SA, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+                coopMatLoad(fa[i], sa[buf], (wm * 64u + 16u * i) * SA + 2u * kk, SA, gl_CooperativeMatrixLayoutRowMajor);
             }
             [[unroll]] for (uint j = 0u; j < 4u; ++j) {
                 coopMatLoad(fb[j], sb[buf], (16u * kk) * SB + (wn * 64u + 16u * j) / 8u, SB,
                             gl_CooperativeMatrixLayoutRowMajor);
             }
-            [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                 [[unroll]] for (uint j = 0u; j < 4u; ++j) {
                     acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]);
                 }
@@ -126,9 +129,9 @@ void main() {
     }
 
     uint lane = gl_SubgroupInvocationID;
-    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            uint row = row0 + wm * 32u + 16u * i;
+            uint row = row0 + wm * 64u + 16u * i;
             uint col = col0 + wn * 64u + 16u * j;
             if (row >= p.H || col >= p.W) {
                 continue;
