@@ -8,6 +8,7 @@ scales, unsigned views and both rounding modes; the bundled INT8 model runs end 
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +182,54 @@ def test_conv2d_int32_accumulator_wraps_like_the_oracle(dev):
 
     got, want = run_both(dev, build, [x])
     _assert_equal(got, want, "CONV2D wrap")
+
+
+# ---- MATMUL on int8 cooperative matrices ------------------------------------------------------------------
+MATMULS = [  # [N, H, C] x [N, C, W]: whole 128 x 128 tiles, partial tiles, a batch, C over several steps
+    (1, 128, 64, 128),
+    (1, 100, 48, 80),
+    (2, 130, 208, 144),
+    (1, 16, 1024, 16),
+]
+
+
+@pytest.mark.parametrize("shape", MATMULS, ids=str)
+@pytest.mark.parametrize(("a_zp", "b_zp"), [(0, 0), (-128, 0), (0, 5), (7, -3)], ids=str)
+def test_matmul_int8_with_zero_points(dev, shape, a_zp, b_zp):
+    """Bit-exact against the CPU backend; on devices with int8 cooperative matrices these shapes take
+    matmul_int_coop.comp (the zero points applied after the product, from row and column sums)."""
+    n, h, c, w = shape
+    rng = np.random.default_rng(RNG_SEED + 4)
+    x, y = _ints(rng, (n, h, c), np.int8), _ints(rng, (n, c, w), np.int8)
+    x.flat[:3], y.flat[:3] = -128, -128  # the extremes, where a zero point widens a value past int8
+
+    def build(b, u, v):
+        return b.matmul(u, v, b.const(np.array([a_zp]), "int8"), b.const(np.array([b_zp]), "int8"))
+
+    got, want = run_both(dev, build, [x, y])
+    _assert_equal(got, want, "MATMUL")
+
+
+def test_int8_matmul_takes_cooperative_matrices_only_where_listed():
+    from ironaccel.backends.vulkan import plan as planning
+    from ironaccel.backends.vulkan.ops.integer_tensor import COOP_INT8
+    from ironaccel.tosa import ProgramBuilder
+
+    def program(c, w, zp_const=True):
+        b = ProgramBuilder()
+        x, y = b.input("a", (1, 200, c), "int8"), b.input("b", (1, c, w), "int8")
+        za = b.const(np.array([3]), "int8") if zp_const else b.input("za", (1,), "int8")
+        b.output(b.matmul(x, y, za, b.const(np.array([-2]), "int8")))
+        return b.build()
+
+    listed = frozenset({COOP_INT8})
+    (step,) = planning.build(program(64, 256), matrix_tiles=listed).steps
+    assert step.shader == "matmul_int_coop" and step.groups == (2, 2, 1)
+    assert struct.unpack("<4I2i", step.push) == (0, 200, 64, 256, 3, -2)
+    assert [s.shader for s in planning.build(program(64, 256)).steps] == ["matmul_int"]
+    assert [s.shader for s in planning.build(program(72, 256), matrix_tiles=listed).steps] == ["matmul_int"]
+    assert [s.shader for s in planning.build(program(64, 264), matrix_tiles=listed).steps] == ["matmul_int"]
+    assert [s.shader for s in planning.build(program(64, 256, False), matrix_tiles=listed).steps] == ["matmul_int"]
 
 
 # ---- the rest of the tier ------------------------------------------------------------------------------------

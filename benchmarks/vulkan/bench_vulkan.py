@@ -8,7 +8,8 @@ device, the loaded program submitted back to back, per-submission time = total /
 wall time beside it where it says something different):
 
 * MATMUL 8192^3 fp32 vs torch.matmul on CUDA with TF32 off (cuBLAS SGEMM); fp16 (fp16 result) vs
-  torch fp16 (cuBLAS HGEMM). Checked against float64 on the GPU by ||out - ref|| / ||ref||.
+  torch fp16 (cuBLAS HGEMM). Checked against float64 on the GPU by ||out - ref|| / ||ref||. INT8 with
+  zero points vs torch._int_mm (no zero points), checked exactly against torch's int64 sum.
 * ADD of two 1 GiB fp32 tensors vs torch's clone of 1 GiB, as bandwidth (bytes read + written).
 * submit -> complete latency (median, polled) of a 1-operator and a 50-operator program.
 * The bundled framework-produced programs (src/ironaccel/models, fp32) vs torch eager on CUDA.
@@ -43,6 +44,7 @@ from ironaccel.tosa import ProgramBuilder, load  # noqa: E402
 from ironaccel.tosa.operators import Op  # noqa: E402
 
 TARGETS = {"matmul_fp32": 0.8, "matmul_fp16": 0.6, "add_1gib": 0.85}
+INT8_TARGET_TOPS = 600  # kernel throughput asked of INT8 MATMUL 8192^3 on the H200
 LATENCY_TARGET_US = 20.0
 USAGE = BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE
 USAGE |= BufferUsage.TRANSFER_DESTINATION
@@ -153,6 +155,44 @@ def bench_matmul(dev: Any, torch: Any, n: int, dtype: str, reps: int) -> dict[st
         "peer_tflops": flop / peer / 1e9,
         "rel_error": rel,
         "peer_rel_error": peer_rel,
+        "kernels": kernels,
+    }
+
+
+def matmul_int8_program(n: int, a_zp: int, b_zp: int) -> Any:
+    b = ProgramBuilder()
+    x, y = b.input("a", (1, n, n), "int8"), b.input("b", (1, n, n), "int8")
+    b.output(b.matmul(x, y, b.const(np.array([a_zp]), "int8"), b.const(np.array([b_zp]), "int8")))
+    return b.build()
+
+
+def bench_matmul_int8(dev: Any, torch: Any, n: int, reps: int, a_zp: int = -3, b_zp: int = 5) -> dict[str, Any]:
+    """INT8 MATMUL with zero points against torch._int_mm (no zero points: what a torch user calls);
+    checked exactly against sum (a - a_zp)(b - b_zp) computed by torch in int64, narrowed to int32."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ta = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
+    tb = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
+    peer = cuda_ms(torch, lambda: torch._int_mm(ta, tb), reps)
+    loaded = Loaded(dev, matmul_int8_program(n, a_zp, b_zp), [ta.cpu().numpy()[None], tb.cpu().numpy()[None]])
+    try:
+        ours = loaded.per_run_seconds(reps) * 1e3
+        got = torch.from_numpy(loaded.output().reshape(n, n)).cuda()
+        want = torch._int_mm(ta, tb).long()
+        want -= b_zp * ta.long().sum(1, keepdim=True) + a_zp * tb.long().sum(0, keepdim=True) - n * a_zp * b_zp
+        want = ((want + 2**31) % 2**32 - 2**31).int()
+        mismatches = int((got != want).sum())
+        kernels = sorted({s.shader for s in _plan_of(loaded).steps if hasattr(s, "shader")})
+    finally:
+        loaded.close()
+    op = 2.0 * n**3
+    return {
+        "ironaccel_ms": ours,
+        "peer_ms": peer,
+        "ratio": peer / ours,
+        "ironaccel_tops": op / ours / 1e9,
+        "peer_tops": op / peer / 1e9,
+        "zero_points": [a_zp, b_zp],
+        "mismatches": mismatches,
         "kernels": kernels,
     }
 
@@ -284,6 +324,17 @@ def table(results: dict[str, Any]) -> str:
             f"{'+'.join(r['kernels'])}) | {r['peer_ms']:.2f} ms ({r['peer_tflops']:.1f} TFLOP/s) | "
             f"{r['ratio']:.2f}x | >= {TARGETS[key]}x | {hit} |"
         )
+    r = results.get("matmul_int8")
+    if r is not None and "error" in r:
+        lines.append(f"| MATMUL 8192^3 int8 | error: {r['error'][:80]} | | | >= {INT8_TARGET_TOPS} TOP/s | miss |")
+    elif r is not None:
+        hit = "hit" if r["ironaccel_tops"] >= INT8_TARGET_TOPS and not r["mismatches"] else "miss"
+        lines.append(
+            f"| MATMUL 8192^3 int8, zero points {r['zero_points']} | {r['ironaccel_ms']:.2f} ms "
+            f"({r['ironaccel_tops']:.1f} TOP/s, {r['mismatches']} results differ, {'+'.join(r['kernels'])}) | "
+            f"torch._int_mm {r['peer_ms']:.2f} ms ({r['peer_tops']:.1f} TOP/s) | {r['ratio']:.2f}x | "
+            f">= {INT8_TARGET_TOPS} TOP/s | {hit} |"
+        )
     r = results.get("add_1gib")
     if r is not None:
         hit = "hit" if r["ratio"] >= TARGETS["add_1gib"] else "miss"
@@ -312,7 +363,8 @@ def main() -> int:
     parser.add_argument("--device", default="nvidia")
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--skip", default="", help="comma-separated: matmul_fp32,matmul_fp16,add,latency,models")
+    measurements = "matmul_fp32,matmul_fp16,matmul_int8,add,latency,models"
+    parser.add_argument("--skip", default="", help=f"comma-separated: {measurements}")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     import torch
@@ -340,6 +392,12 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - reported in the table; the rest still runs
             results[key] = {"error": f"{type(exc).__name__}: {exc}"}
         print(key, results[key], flush=True)
+    if "matmul_int8" not in skip:
+        try:
+            results["matmul_int8"] = bench_matmul_int8(dev, torch, n, 10)
+        except Exception as exc:  # noqa: BLE001 - reported in the table; the rest still runs
+            results["matmul_int8"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print("matmul_int8", results["matmul_int8"], flush=True)
     if "add" not in skip:
         try:
             results["add_1gib"] = bench_add(dev, torch, 20, elements)

@@ -154,7 +154,7 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         nan_preserve = bool(p12.shaderSignedZeroInfNanPreserveFloat32)
         max_buffer = int(p13.maxBufferSize)
         features = _features(inst, handle)
-    # matmul_coop.comp is written for 32-wide subgroups (4 per workgroup)
+    # matmul_coop.comp and matmul_int_coop.comp are written for 32-wide subgroups (4 per workgroup)
     matrix_tiles = _matrix_tiles(inst, handle, features) if v13 and p11.subgroupSize == 32 else frozenset()
     lim = p.limits
     limits = Limits(
@@ -243,6 +243,8 @@ def _matrix_tiles(inst: Instance, handle: Any, features: dict[str, bool]) -> fro
         q = props[i]
         if q.scope != vk.VK_SCOPE_SUBGROUP_KHR or q.AType != q.BType or q.CType != q.ResultType:
             continue
+        if _COMPONENTS.get(q.AType) == "int8" and not features.get("v12.shaderInt8"):
+            continue  # int8 matrices need 8-bit shader arithmetic (matmul_int_coop.comp)
         if q.AType in _COMPONENTS and q.CType in _COMPONENTS and not q.saturatingAccumulation:
             tiles.add(f"{_COMPONENTS[q.AType]}:{q.MSize}x{q.NSize}x{q.KSize}:{_COMPONENTS[q.CType]}")
     return frozenset(tiles)

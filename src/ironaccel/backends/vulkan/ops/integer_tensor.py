@@ -3,7 +3,8 @@
 * CONV2D, CONV3D and TRANSPOSE_CONV2D, int8 x int8 -> int32 with zero points: ``conv_int.comp``,
   chosen in :mod:`.tensor` (the integer twin of the fp32 implicit GEMM, same tiling).
 * DEPTHWISE_CONV2D and MATMUL of int8 with zero points: ``depthwise_int.comp``, ``matmul_int.comp``,
-  one invocation per output.
+  one invocation per output; MATMUL on int8 cooperative matrices (``matmul_int_coop.comp``) where
+  the device lists them.
 * AVG_POOL2D (with zero points and TOSA's integer division by the count) and MAX_POOL2D of int8 /
   int16: ``pool_int.comp``; REDUCE_SUM (int32), REDUCE_MAX / MIN and ARGMAX of int8 / int16 / int32:
   ``reduce_int.comp``, each axis walked in order.
@@ -19,26 +20,52 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
 from ....core.errors import ResourceLimit
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
-from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, groups, word_groups, words
+from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, element_bytes, groups, word_groups, words
 from .elementwise_binary import integer_steps
 
 INTEGER_TYPES = frozenset({DType.INT8, DType.INT16, DType.INT32})
+COOP_INT8 = "int8:16x16x32:int32"  # the cooperative-matrix configuration matmul_int_coop.comp is written for
+COOP_TILE = (128, 128)  # rows and columns of output per matmul_int_coop.comp workgroup
 
 
 def matmul(ctx: LoweringContext) -> list[Step]:
-    """``matmul_int.comp``: one invocation per output walking C."""
+    """``matmul_int_coop.comp`` where the device has int8 cooperative matrices, the rows of both
+    operands are whole 16-byte words and the zero points are constants; else ``matmul_int.comp``,
+    one invocation per output walking C."""
     a, b, a_zp, b_zp = ctx.inputs
     out = ctx.outputs[0]
     if out.size == 0:
         return []
-    _, h, c = a.shape
+    n, h, c = a.shape
+    w = b.shape[2]
+    zps = ctx.constant(2), ctx.constant(3)
+    if COOP_INT8 in ctx.matrix_tiles and c % 16 == 0 and w % 16 == 0 and all(z is not None for z in zps):
+        za, zb = (int(np.asarray(z).reshape(-1)[0]) for z in zps)
+        return _coop(ctx, n, h, c, w, (ctx.place(a), ctx.place(b)), ctx.place(out), za, zb)
     _check_loops(ctx, c * -(-out.size // (groups(out.size, ctx)[0] * WORKGROUP)))
     push = words(out.size, h, c, b.shape[2])
     reads = tuple(ctx.place(t) for t in (a, b, a_zp, b_zp))
     return [Dispatch("matmul_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+
+
+def _coop(
+    ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place, za: int, zb: int
+) -> list[Step]:
+    rows, cols = COOP_TILE
+    gx, gy = -(-w // cols), -(-h // rows)
+    limit_x, limit_y, limit_z = ctx.max_groups
+    if gx > limit_x or gy > limit_y:
+        raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
+    steps: list[Step] = []
+    for base in range(0, n, limit_z):
+        push = struct.pack("<4I2i", base, h, c, w, za, zb)
+        steps.append(Dispatch("matmul_int_coop", (), reads, (target,), push, (gx, gy, min(limit_z, n - base))))
+    return steps
 
 
 def depthwise_conv2d(ctx: LoweringContext) -> list[Step]:
