@@ -36,8 +36,13 @@ tosa-tools: $(TOSA_VENV)/.installed
 lint: venv
 	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks)
 
+# One pytest worker per core (pytest-xdist): most tests are single-threaded, so on CI's two cores this
+# nearly halves the time outside the conformance-suite generation, which uses every core by itself.
+TEST_WORKERS ?= auto
+
 test: system-deps venv tosa-tools lint
-	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow" --durations=25
+	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow" -n $(TEST_WORKERS) \
+		--durations=25
 
 demo: system-deps venv
 	$(VENV)/bin/ironaccel demo
