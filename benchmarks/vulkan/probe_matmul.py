@@ -3,12 +3,14 @@
 
     python3 benchmarks/vulkan/probe_matmul.py [--device nvidia] [--n 8192]
         [--fp16-spirv LABEL=PATH[@ROWSxCOLS] ...] [--fp32-spirv LABEL=PATH ...] [--fp32-tile TX,TY,TM,TN,BK ...]
-        [--memory mapped,staged]
+        [--int8-spirv LABEL=PATH[@ROWSxCOLS] ...] [--int8-zero-points A,B] [--memory mapped,staged]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
 each ``--fp16-spirv`` replaces ``matmul_coop.spv`` and each ``--fp32-spirv`` replaces ``matmul.spv``
 for one measurement (a fresh device each, so no pipeline is reused), and each ``--fp32-tile`` forces
-``matmul.comp``'s specialization. Every row is timed like bench_vulkan.py (through the runtime
+``matmul.comp``'s specialization; each ``--int8-spirv`` replaces ``matmul_int_coop.spv`` (INT8 with
+the zero points of ``--int8-zero-points``, against torch._int_mm, the error column the fraction of
+results that differ from the exact ones). Every row is timed like bench_vulkan.py (through the runtime
 contract, device buffers, 10 back-to-back submissions) and checked against float64 on the GPU; cuBLAS
 on the same card is the first row of each type. ``--memory`` repeats every row with Device-domain
 buffers in each placement: ``mapped`` (the shipped order: host-visible device-local memory first) and
@@ -32,6 +34,7 @@ import bench_vulkan
 import ironaccel
 from ironaccel.backends.vulkan import kernels
 from ironaccel.backends.vulkan import memory as vk_memory
+from ironaccel.backends.vulkan.ops import integer_tensor as int_ops
 from ironaccel.backends.vulkan.ops import matmul as matmul_ops
 
 REPS = 10
@@ -40,17 +43,36 @@ REPS = 10
 def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any) -> dict[str, Any]:
     dev = ironaccel.open(f"vulkan:{device}")
     try:
-        loaded = bench_vulkan.Loaded(dev, bench_vulkan.matmul_program(n, dtype), data["inputs"])
+        program = data["program"] if "program" in data else bench_vulkan.matmul_program(n, dtype)
+        loaded = bench_vulkan.Loaded(dev, program, data["inputs"])
         try:
             ms = loaded.per_run_seconds(REPS) * 1e3
-            got = torch.from_numpy(loaded.output().reshape(n, n).astype(np.float64)).cuda()
-            rel = float(torch.linalg.norm(got - data["ref"]) / torch.linalg.norm(data["ref"]))
+            if dtype == "int8":  # exact: the fraction of results that differ
+                got = torch.from_numpy(loaded.output().reshape(n, n)).cuda()
+                rel = float((got != data["ref"]).sum()) / n**2
+            else:
+                got = torch.from_numpy(loaded.output().reshape(n, n).astype(np.float64)).cuda()
+                rel = float(torch.linalg.norm(got - data["ref"]) / torch.linalg.norm(data["ref"]))
             shaders = sorted({s.shader for s in bench_vulkan._plan_of(loaded).steps if hasattr(s, "shader")})
         finally:
             loaded.close()
     finally:
         dev.close()
     return {"ms": ms, "tflops": 2.0 * n**3 / ms / 1e9, "rel_error": rel, "kernels": "+".join(shaders)}
+
+
+def _int8_data(torch: Any, n: int, a_zp: int, b_zp: int) -> dict[str, Any]:
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ta = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
+    tb = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
+    want = torch._int_mm(ta, tb).long()
+    want -= b_zp * ta.long().sum(1, keepdim=True) + a_zp * tb.long().sum(0, keepdim=True) - n * a_zp * b_zp
+    return {
+        "peer_ms": bench_vulkan.cuda_ms(torch, lambda: torch._int_mm(ta, tb), REPS),
+        "inputs": [ta.cpu().numpy()[None], tb.cpu().numpy()[None]],
+        "ref": ((want + 2**31) % 2**32 - 2**31).int(),
+        "program": bench_vulkan.matmul_int8_program(n, a_zp, b_zp),
+    }
 
 
 def _data(torch: Any, n: int, dtype: str) -> dict[str, Any]:
@@ -84,6 +106,13 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
             path, _, tile = path.partition("@")  # PATH@ROWSxCOLS: a workgroup tile other than the shipped one
             shape = tuple(int(v) for v in tile.split("x")) if tile else matmul_ops.COOP_TILE
             rows.append(("fp16", label, "matmul_coop", (Path(path).read_bytes(), shape)))
+    if args.int8_spirv:
+        rows.append(("int8", "shipped", "", None))
+        for item in args.int8_spirv:
+            label, path = item.split("=", 1)
+            path, _, tile = path.partition("@")
+            shape = tuple(int(v) for v in tile.split("x")) if tile else int_ops.COOP_TILE
+            rows.append(("int8", label, "matmul_int_coop", (Path(path).read_bytes(), shape)))
     return rows
 
 
@@ -94,6 +123,8 @@ def main() -> int:
     parser.add_argument("--fp16-spirv", action="append", default=[], metavar="LABEL=PATH")
     parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH")
     parser.add_argument("--fp32-tile", action="append", default=[], metavar="TX,TY,TM,TN,BK")
+    parser.add_argument("--int8-spirv", action="append", default=[], metavar="LABEL=PATH[@ROWSxCOLS]")
+    parser.add_argument("--int8-zero-points", default="-3,5", help="A,B zero points of the int8 rows")
     parser.add_argument("--memory", default="mapped", help="comma-separated placements: mapped, staged")
     args = parser.parse_args()
     placements = args.memory.split(",")
@@ -104,6 +135,7 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     shipped_tile_for = matmul_ops.tile_for
     shipped_coop_tile = matmul_ops.COOP_TILE
+    shipped_int_tile = int_ops.COOP_TILE
     table = ["| type | kernel | ms | TFLOP/s | vs cuBLAS | rel error |", "|---|---|---|---|---|---|"]
     data: dict[str, dict[str, Any]] = {}
     rows = [(p, *v) for v in _variants(args) for p in placements]
@@ -112,13 +144,20 @@ def main() -> int:
             label = f"{label}, {placement}"
         vk_memory.Memory.__init__.__defaults__ = (placement == "staged",)
         if dtype not in data:
-            data[dtype] = _data(torch, args.n, dtype)
+            if dtype == "int8":
+                a_zp, b_zp = (int(v) for v in args.int8_zero_points.split(","))
+                data[dtype] = _int8_data(torch, args.n, a_zp, b_zp)
+            else:
+                data[dtype] = _data(torch, args.n, dtype)
             peer = data[dtype]["peer_ms"]
-            table.append(f"| {dtype} | cuBLAS | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
+            name = "torch._int_mm" if dtype == "int8" else "cuBLAS"
+            table.append(f"| {dtype} | {name} | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
         original = kernels._spirv_cache.get(shader) if shader else None
         try:
             if isinstance(replacement, bytes):
                 kernels._spirv_cache[shader] = replacement
+            elif isinstance(replacement, tuple) and dtype == "int8":
+                kernels._spirv_cache[shader], int_ops.COOP_TILE = replacement
             elif isinstance(replacement, tuple):
                 kernels._spirv_cache[shader], matmul_ops.COOP_TILE = replacement
             elif replacement is not None:
@@ -134,6 +173,7 @@ def main() -> int:
             vk_memory.Memory.__init__.__defaults__ = (False,)
             matmul_ops.tile_for = shipped_tile_for
             matmul_ops.COOP_TILE = shipped_coop_tile
+            int_ops.COOP_TILE = shipped_int_tile
             if shader:
                 kernels._spirv_cache.pop(shader, None)
                 if original is not None:
