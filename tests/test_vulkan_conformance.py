@@ -74,7 +74,7 @@ def _resize_int8():
 @needs_lavapipe
 def test_applicability_follows_the_descriptor(tmp_path):
     descriptor = applicability.device_capabilities(DEVICE)
-    assert descriptor.name == "vulkan-fp16-int"
+    assert descriptor.name == "vulkan-fp16-bf16-int"
     fp32 = _test_dir(tmp_path, _program("fp32"))
     fp16 = _test_dir(tmp_path, _program("fp16"))
     int8_resize = _resize_int8()  # PRO-INT's, not lowered
@@ -87,12 +87,12 @@ def test_applicability_follows_the_descriptor(tmp_path):
     assert applicability.reason(fp16, descriptor) is None
     assert "int8" in applicability.reason(int8, descriptor)
     assert applicability.reason(int8_negative, descriptor) is None  # RESIZE is offered: it must reject it
-    assert applicability.reason(bf16, descriptor) == "needs EXT-BF16"
+    assert applicability.reason(bf16, descriptor) is None  # the BF16 tier is advertised too
     assert applicability.reason(int_only, descriptor) is None  # the integer tier is advertised too
     assert applicability.reason(fft, descriptor) == "FFT2D not offered"
     infos = [CaseInfo.of(p) for p in (fp32, fp16, int8, int8_negative, bf16)]
     run, skipped = applicability.split(infos, descriptor)
-    assert [i.path for i in run] == [fp32, fp16, int8_negative]
+    assert [i.path for i in run] == [fp32, fp16, int8_negative, bf16]
     assert all(applicability.is_not_applicable(o) and not o.passed for o in skipped)
 
 

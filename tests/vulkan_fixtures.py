@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -25,6 +26,7 @@ BIG = 1 << 30  # resident-bytes bound for these test programs (the arena counts 
 DTYPES = {
     np.dtype(np.float32): "fp32",
     np.dtype(np.float16): "fp16",
+    np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(np.bool_): "bool",
     np.dtype(np.int8): "int8",
     np.dtype(np.int16): "int16",

@@ -23,9 +23,9 @@ Design (ADR 0008 gives the reasons and the alternatives):
 7. **Numerics are the FP32 tier's, within TOSA's bounds**: the transcendental functions are written out
    (``shaders/include/math.glsl``) instead of trusting Vulkan's loose built-ins, and kernels keep NaN,
    infinities and signed zeros (SignedZeroInfNanPreserve). The CPU backend is the oracle in the tests.
-8. **fp16 is stored, not computed**: the FP16 tier widens fp16 operands exactly, runs the fp32 kernels and
-   rounds once, with integer conversion code (``shaders/include/fp16.glsl``, ``ops/fp16.py``), so every
-   device gives the same bits without shaderFloat16.
+8. **fp16 and bf16 are stored, not computed**: the FP16 and BF16 tiers widen operands exactly, run the
+   fp32 kernels and round once, with integer conversion code (``shaders/include/fp16.glsl``,
+   ``bf16.glsl``, ``ops/fp16.py``), so every device gives the same bits without shaderFloat16.
 
 Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
 :mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,

@@ -5,8 +5,8 @@ The tier is the TOSA 1.0 PRO-FP profile without extensions, restricted to fp32: 
 in its fp32 signature, and the BOOL and integer signatures the profile has beside them (comparison
 results, SELECT / layout operators on BOOL, logical operators, INT32 arithmetic for index
 computations, ARGMAX's INT32 result, GATHER / SCATTER's INT32 indices, and CAST between fp32 and
-INT8 / INT16 / INT32). The extensions (FFT, control flow, variables, dynamic shapes, bf16, fp8) are
-not offered.
+INT8 / INT16 / INT32). The extensions (FFT, control flow, variables, dynamic shapes, fp8) are not
+offered; bf16 is the BF16 tier's.
 
 The FP16 tier is the FP32 tier's descriptor extended with every fp16 signature PRO-FP has for those
 operators (CONV / AVG_POOL2D with either accumulator type, CAST between fp16 and fp32 / INT8 / INT16 /
@@ -15,13 +15,18 @@ feature (it is stored as 16-bit halves of words and computed in fp32, see ``ops/
 device offers both tiers and advertises the FP16 one: a single descriptor is what admits the programs
 that mix the two types (an fp32 CAST of an fp16 result), which one tier per type could not.
 
+The BF16 tier (:func:`bf16_descriptor`, ``vulkan-bf16``) is the FP16 tier's descriptor with every
+signature the BF16 extension adds to PRO-FP: bf16 is stored as 16-bit halves too, widened exactly to
+fp32, computed by the fp32 kernels and rounded once (``shaders/include/bf16.glsl``), on every device.
+
 The integer tier (TOSA PRO-INT) has its own descriptor (:func:`int_descriptor`, ``vulkan-int``): the
 integer and BOOL signatures :data:`INT_SIGNATURES` lists, with zero points of any value where the
 specification allows them. Its kernels are exact, so integer results equal the CPU backend's bit for bit
 (ADR 0008, "The integer tier"). Every device offers it without a device feature (64-bit intermediates
-are carried in 32-bit words), and what a device advertises is the union of the two
-(:func:`descriptor`, ``vulkan-fp16-int``, profiles PRO-FP and PRO-INT): one descriptor admits the
-programs that mix the tiers, such as a quantized model with a float input or output.
+are carried in 32-bit words), and what a device advertises is the union of the tiers
+(:func:`descriptor`, ``vulkan-fp16-bf16-int``, profiles PRO-FP and PRO-INT, the BF16 extension): one
+descriptor admits the programs that mix the tiers, such as a quantized model with a float input or
+output.
 
 Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError that
 names the operator, tensor and type. Tensor sizes are bounded by maxStorageBufferRange (a kernel binds
@@ -146,12 +151,49 @@ FP16_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
     + tuple(Signature.of(in_t="fp16", out_t=t) for t in ("int8", "int16", "int32", "fp32")),
 }
 
+BF16 = Signature.of(in_out_t="bf16")
+
+# The BF16 tier: every signature the BF16 extension adds to PRO-FP (its operators' bf16 forms are their
+# fp32 kernels between conversions, ops/fp16.py; MATMUL's likewise, ops/matmul.py).
+BF16_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
+    **{
+        op: (BF16,)
+        for op in (
+            *(Op.ADD, Op.SUB, Op.MAXIMUM, Op.MINIMUM, Op.POW),
+            *(Op.ABS, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.FLOOR, Op.CEIL, Op.SIN, Op.COS),
+            *(Op.CLAMP, Op.TANH, Op.SIGMOID, Op.ERF, Op.SELECT, Op.IDENTITY, Op.MAX_POOL2D),
+            *(Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT),
+            *(Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_PRODUCT),
+        )
+    },
+    Op.MUL: (Signature.of(in_t="bf16", out_t="bf16"),),
+    Op.NEGATE: (Signature.of(in_out_t="bf16", acc_t="bf16"),),
+    **{op: (Signature.of(in_t="bf16", out_t="bool"),) for op in (Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL)},
+    **{
+        op: (Signature.of(in_t="bf16", weight_t="bf16", out_t="bf16", acc_t="fp32"),)
+        for op in (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)
+    },
+    Op.AVG_POOL2D: (Signature.of(in_out_t="bf16", acc_t="fp32"),),
+    Op.ARGMAX: (Signature.of(in_t="bf16", out_t="int32"),),
+    Op.MATMUL: (Signature.of(in_t="bf16", out_t="fp32"),),
+    Op.REDUCE_SUM: (Signature.of(in_out_t="bf16", acc_t="fp32"),),
+    **{op: (Signature.of(index_t="int32", in_out_t="bf16"),) for op in (Op.GATHER, Op.SCATTER)},
+    Op.RESIZE: (Signature.of(resize_t="bf16", in_t="bf16", out_t="bf16"),),
+    Op.CAST: tuple(Signature.of(in_t=t, out_t="bf16") for t in ("int8", "int16", "int32", "fp32"))
+    + tuple(Signature.of(in_t="bf16", out_t=t) for t in ("int8", "int16", "int32", "fp32")),
+}
+
 FP16_OPERATORS: dict[Op, OperatorSupport] = {
     op: OperatorSupport((*(support.signatures or ()), *FP16_SIGNATURES.get(op, ())), support.constraints)
     for op, support in OPERATORS.items()
 }
 FP16_OPERATORS[Op.CONST] = OPERATORS[Op.CONST]  # every type; judged where used
 FP16_OPERATORS[Op.CONST_SHAPE] = OPERATORS[Op.CONST_SHAPE]
+
+BF16_OPERATORS: dict[Op, OperatorSupport] = {
+    op: OperatorSupport((*(support.signatures or ()), *BF16_SIGNATURES.get(op, ())), support.constraints)
+    for op, support in FP16_OPERATORS.items()
+}
 
 FP32_TYPES = frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
 INT_TYPES = frozenset({DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
@@ -251,7 +293,7 @@ def _united(first: dict[Op, OperatorSupport], second: dict[Op, OperatorSupport])
     return united
 
 
-ALL_OPERATORS = _united(FP16_OPERATORS, INT_OPERATORS)
+ALL_OPERATORS = _united(BF16_OPERATORS, INT_OPERATORS)
 
 
 def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
@@ -264,15 +306,22 @@ def fp16_descriptor(limits: Limits) -> CapabilityDescriptor:
     return _descriptor(limits, FP32_TYPES | {DType.FP16}, FP16_OPERATORS, "vulkan-fp16")
 
 
+def bf16_descriptor(limits: Limits) -> CapabilityDescriptor:
+    """The BF16 tier (the FP16 tier and the BF16 extension's signatures) on a device with ``limits``."""
+    types = FP32_TYPES | {DType.FP16, DType.BF16}
+    return _descriptor(limits, types, BF16_OPERATORS, "vulkan-bf16", extensions=("bf16",))
+
+
 def int_descriptor(limits: Limits) -> CapabilityDescriptor:
     """The integer tier (PRO-INT) alone on a device with ``limits``."""
     return _descriptor(limits, INT_TYPES, INT_OPERATORS, "vulkan-int", ("pro-int",), INT_EXTENSIONS)
 
 
 def descriptor(limits: Limits) -> CapabilityDescriptor:
-    """What every Vulkan device advertises: the FP16 tier and the integer tier in one descriptor."""
-    types = FP32_TYPES | {DType.FP16}
-    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-int", ("pro-fp", "pro-int"), INT_EXTENSIONS)
+    """What every Vulkan device advertises: the FP16, BF16 and integer tiers in one descriptor."""
+    types = FP32_TYPES | {DType.FP16, DType.BF16}
+    extensions = ("bf16", *INT_EXTENSIONS)
+    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-bf16-int", ("pro-fp", "pro-int"), extensions)
 
 
 def _descriptor(

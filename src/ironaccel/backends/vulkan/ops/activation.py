@@ -19,6 +19,8 @@ from .fp16 import stored_type
 def _bound(raw: bytes, dtype: DType) -> float:
     if dtype is DType.FP16:  # the attribute holds the input type's bytes (a serializer may pad them)
         return struct.unpack("<e", bytes(raw[:2]))[0]
+    if dtype is DType.BF16:  # the top half of the fp32 of the same value
+        return struct.unpack("<f", b"\0\0" + bytes(raw[:2]))[0]
     return struct.unpack("<f", bytes(raw[:4]))[0]
 
 

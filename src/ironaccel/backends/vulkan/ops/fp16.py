@@ -1,4 +1,7 @@
-"""fp16 operators: stored as fp16, computed in fp32, rounded once to fp16.
+"""fp16 and bf16 operators: stored as 16-bit halves, computed in fp32, rounded once.
+
+bf16 follows fp16 throughout (widened by ``include/bf16.glsl``, narrowed the same way once); what is
+said below of fp16 holds for bf16 with 8 bits of precision instead of 11 (ADR 0008, "The BF16 tier").
 
 Operators that only move, select or compare bits take fp16 elements directly as 16-bit halves
 (layout, CONCAT, SELECT, RESHAPE / IDENTITY: :data:`.common.ELEMENT_BYTES`). Every other operator
@@ -47,25 +50,33 @@ WIDENED = (
     *(Op.GATHER, Op.SCATTER, Op.RESIZE),
 )
 
-FP32_CODE, FP16_CODE = 0, 4  # cast.comp's type codes
+FP32_CODE = 0
+NARROW_CODES = {DType.FP16: 4, DType.BF16: 5}  # cast.comp's type codes of the types stored as halves
+NARROW = frozenset(NARROW_CODES)
 
 
-def convert(ctx: LoweringContext, src: Place, dst: Place, count: int, widen: bool) -> Dispatch:
-    """A ``cast.comp`` dispatch converting ``count`` elements fp16 -> fp32 (``widen``) or back."""
-    spec = (WORKGROUP, FP16_CODE, FP32_CODE) if widen else (WORKGROUP, FP32_CODE, FP16_CODE)
+def convert(
+    ctx: LoweringContext, src: Place, dst: Place, count: int, widen: bool, dtype: DType = DType.FP16
+) -> Dispatch:
+    """A ``cast.comp`` dispatch converting ``count`` elements ``dtype`` (fp16 or bf16) -> fp32
+    (``widen``) or back."""
+    code = NARROW_CODES[dtype]
+    spec = (WORKGROUP, code, FP32_CODE) if widen else (WORKGROUP, FP32_CODE, code)
     out_bytes = 4 if widen else 2
     return Dispatch("cast", spec, (src,), (dst,), struct.pack("<I", count), word_groups(count, out_bytes, ctx))
 
 
 class _Widened:
-    """The :class:`~.common.LoweringContext` an fp32 lowering sees for an fp16 operator: its fp16
-    tensors declared fp32, placed in scratch (or widened constants), with the conversions collected."""
+    """The :class:`~.common.LoweringContext` an fp32 lowering sees for an fp16 or bf16 operator: its
+    tensors of the ``types`` declared fp32, placed in scratch (or widened constants), with the
+    conversions collected."""
 
-    def __init__(self, outer: LoweringContext) -> None:
+    def __init__(self, outer: LoweringContext, types: frozenset[DType] = NARROW) -> None:
         self.outer = outer
+        self.types = types
         self.operator = outer.operator
-        self.inputs = tuple(_as_fp32(t) for t in outer.inputs)
-        self.outputs = tuple(_as_fp32(t) for t in outer.outputs)
+        self.inputs = tuple(self._as_fp32(t) for t in outer.inputs)
+        self.outputs = tuple(self._as_fp32(t) for t in outer.outputs)
         self.max_groups = outer.max_groups
         self.max_loop_iterations = outer.max_loop_iterations
         self.max_shared_memory = outer.max_shared_memory
@@ -84,28 +95,34 @@ class _Widened:
         outer = self.outer
         for t in outer.outputs:
             if t.name == name:
-                if t.dtype is not DType.FP16:
+                if t.dtype not in self.types:
                     return outer.place(t)
                 wide = outer.scratch(4 * t.size)
-                self.after.append(convert(outer, wide, outer.place(t), t.size, widen=False))
+                self.after.append(convert(outer, wide, outer.place(t), t.size, False, t.dtype))
                 return wide
         for index, t in enumerate(outer.inputs):
             if t.name == name:
-                if t.dtype is not DType.FP16:
+                if t.dtype not in self.types:
                     return outer.place(t)
                 value = outer.constant(index)
                 if value is not None:
-                    return outer.constant_place(f"{name}@fp32", np.asarray(value, np.float16).astype(np.float32))
+                    return outer.constant_place(f"{name}@fp32", _widened(value, t.dtype))
                 wide = outer.scratch(4 * t.size)
-                self.before.append(convert(outer, outer.place(t), wide, t.size, widen=True))
+                self.before.append(convert(outer, outer.place(t), wide, t.size, True, t.dtype))
                 return wide
         raise InternalError(f"{self.operator.op.name}: tensor {name!r} is not an operand")
 
     def constant(self, index: int) -> np.ndarray | None:
         value = self.outer.constant(index)
-        if value is not None and self.outer.inputs[index].dtype is DType.FP16:
-            return np.asarray(value, np.float16).astype(np.float32)
+        dtype = self.outer.inputs[index].dtype
+        if value is not None and dtype in self.types:
+            return _widened(value, dtype)
         return value
+
+    def _as_fp32(self, tensor: Tensor) -> Tensor:
+        if tensor.dtype not in self.types:
+            return tensor
+        return dataclasses.replace(tensor, dtype=DType.FP32, data=None)
 
     def scratch(self, size: int) -> Place:
         return self.outer.scratch(size)
@@ -114,25 +131,25 @@ class _Widened:
         return self.outer.constant_place(key, data)
 
 
+def _widened(value: np.ndarray, dtype: DType) -> np.ndarray:
+    """A constant of ``dtype`` (fp16, or bf16 as ml_dtypes stores it) as fp32: exact."""
+    return np.asarray(value, dtype.numpy).astype(np.float32)
+
+
 def stored_type(ctx: LoweringContext, index: int) -> DType:
     """Input ``index``'s type as the program declares it (an fp32 lowering run for fp16 sees fp32)."""
     outer = ctx.outer if isinstance(ctx, _Widened) else ctx
     return outer.inputs[index].dtype
 
 
-def _as_fp32(tensor: Tensor) -> Tensor:
-    if tensor.dtype is not DType.FP16:
-        return tensor
-    return dataclasses.replace(tensor, dtype=DType.FP32, data=None)
-
-
-def widening(lower: Lowering) -> Lowering:
-    """``lower`` (an fp32 lowering) extended to fp16 operands and results as the module doc says."""
+def widening(lower: Lowering, types: frozenset[DType] = NARROW) -> Lowering:
+    """``lower`` (an fp32 lowering) extended to operands and results of ``types`` (fp16, bf16) as the
+    module doc says."""
 
     def lower_any(ctx: LoweringContext) -> list[Step]:
-        if all(t.dtype is not DType.FP16 for t in (*ctx.inputs, *ctx.outputs)):
+        if all(t.dtype not in types for t in (*ctx.inputs, *ctx.outputs)):
             return lower(ctx)
-        wide = _Widened(ctx)
+        wide = _Widened(ctx, types)
         steps = lower(wide)
         return [*wide.before, *steps, *wide.after] if steps else []
 

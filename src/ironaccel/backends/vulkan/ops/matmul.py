@@ -1,4 +1,5 @@
-"""MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32 or fp16 inputs, accumulated in fp32.
+"""MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32, fp16 or bf16 inputs, accumulated in fp32 (bf16
+operands are widened to fp32 first, :func:`.fp16.widening`).
 
 Three kernels, chosen at load from the shape, the types and what the device offers:
 
@@ -28,7 +29,7 @@ from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, groups
-from .fp16 import convert
+from .fp16 import convert, widening
 
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
 COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
@@ -103,6 +104,12 @@ def _slice_length(c: int, slices: int, step: int) -> int:
 
 @lowering(Op.MATMUL)
 def matmul(ctx: LoweringContext) -> list[Step]:
+    if ctx.inputs[0].dtype is DType.BF16:  # bf16 operands widened around the fp32 kernels (ops/fp16.py)
+        return widening(_matmul, frozenset({DType.BF16}))(ctx)
+    return _matmul(ctx)
+
+
+def _matmul(ctx: LoweringContext) -> list[Step]:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.outputs[0]
     n, h, c = a.shape

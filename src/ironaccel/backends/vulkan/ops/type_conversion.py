@@ -1,10 +1,12 @@
-"""CAST between fp32, fp16 and INT8 / INT16 / INT32 (the PRO-FP casts): ``cast.comp``.
+"""CAST between fp32, fp16, bf16 and INT8 / INT16 / INT32 (the PRO-FP casts and the BF16 extension's):
+``cast.comp``.
 
 int -> float rounds once to nearest even; float -> int rounds to nearest, ties to even, and saturates;
 NaN, which the specification leaves unpredictable, gives 0 (as in the CPU backend). fp16 -> fp32 is
 exact and fp32 -> fp16 rounds once (shaders/include/fp16.glsl, integer code on the bit patterns); a
 NaN keeps its sign and (the top of) its payload, as numpy's conversions do, where the CPU backend
-gives the plain quiet NaN of that sign.
+gives the plain quiet NaN of that sign. bf16 -> fp32 is exact; fp32 and int32 -> bf16 round once
+(shaders/include/bf16.glsl), a NaN giving the plain quiet NaN of its sign, as in the CPU backend.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ....tosa.operators import Op
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, word_groups
 
-TYPE_CODES = {DType.FP32: 0, DType.INT8: 1, DType.INT16: 2, DType.INT32: 3, DType.FP16: 4}
+TYPE_CODES = {DType.FP32: 0, DType.INT8: 1, DType.INT16: 2, DType.INT32: 3, DType.FP16: 4, DType.BF16: 5}
 
 
 @lowering(Op.CAST)

@@ -1,15 +1,18 @@
 #version 460
-// CAST between fp32, fp16 and the integer types, one output word (4 / OUT_ES elements) per invocation.
-// FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32, 4 fp16.
+// CAST between fp32, fp16, bf16 and the integer types, one output word (4 / OUT_ES elements) per
+// invocation. FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32, 4 fp16, 5 bf16.
 // int -> fp32: rounded once to nearest even (exact halves summed: one correctly rounded addition).
 // int -> fp16: through fp32, which is exact below 2^24, and every int of 2^24 or more is an fp16
 // infinity either way, so it is one rounding too.
 // float -> int: round to nearest, ties to even, saturated to the type; NaN (unpredictable) gives 0.
-// fp16 <-> fp32: include/fp16.glsl, on the bits (exact widening, one rounding narrowing).
+// int -> bf16: int8 / int16 through fp32 (exact there), int32 rounded once on the bits.
+// fp16 <-> fp32 and bf16 <-> fp32: include/fp16.glsl and include/bf16.glsl, on the bits (exact
+// widening, one rounding narrowing).
 #extension GL_GOOGLE_include_directive : require
 #include "include/float_controls.glsl"
 #include "include/elementwise.glsl"
 #include "include/fp16.glsl"
+#include "include/bf16.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint FROM = 0u;
@@ -22,8 +25,8 @@ layout(push_constant, std430) uniform Params {
     uint n;
 } p;
 
-const uint IN_ES = FROM == 1u ? 1u : (FROM == 2u || FROM == 4u ? 2u : 4u);
-const uint OUT_ES = TO == 1u ? 1u : (TO == 2u || TO == 4u ? 2u : 4u);
+const uint IN_ES = FROM == 1u ? 1u : (FROM == 2u || FROM == 4u || FROM == 5u ? 2u : 4u);
+const uint OUT_ES = TO == 1u ? 1u : (TO == 2u || TO == 4u || TO == 5u ? 2u : 4u);
 
 float int_to_float(int v) {
     // Both halves convert exactly; their sum is rounded once, as IEEE addition is.
@@ -53,11 +56,21 @@ uint convert(uint bits) {
     if (FROM == 0u && TO == 4u) {
         return ia_f32_bits_to_f16_bits(bits);
     }
+    if (FROM == 5u && TO == 0u) {
+        return ia_bf16_bits_to_f32_bits(bits);
+    }
+    if (FROM == 0u && TO == 5u) {
+        return ia_f32_bits_to_bf16_bits(bits);
+    }
+    if (TO == 5u) {
+        return ia_int_to_bf16_bits(sign_extend(bits, IN_ES));
+    }
     if (TO == 0u || TO == 4u) {
         float v = int_to_float(sign_extend(bits, IN_ES));
         return TO == 0u ? floatBitsToUint(v) : ia_float_to_half(v);
     }
-    float x = FROM == 4u ? ia_half_to_float(bits) : uintBitsToFloat(bits);
+    float x = FROM == 4u ? ia_half_to_float(bits)
+                         : uintBitsToFloat(FROM == 5u ? ia_bf16_bits_to_f32_bits(bits) : bits);
     int v;
     if (TO == 1u) {
         v = float_to_int(x, -128, 127);
