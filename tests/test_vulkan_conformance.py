@@ -74,7 +74,7 @@ def _resize_int8():
 @needs_lavapipe
 def test_applicability_follows_the_descriptor(tmp_path):
     descriptor = applicability.device_capabilities(DEVICE)
-    assert descriptor.name == "vulkan-fp16-bf16-int"
+    assert descriptor.name == "vulkan-float-int"
     fp32 = _test_dir(tmp_path, _program("fp32"))
     fp16 = _test_dir(tmp_path, _program("fp16"))
     int8_resize = _resize_int8()  # PRO-INT's, not lowered

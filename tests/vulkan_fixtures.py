@@ -27,6 +27,8 @@ DTYPES = {
     np.dtype(np.float32): "fp32",
     np.dtype(np.float16): "fp16",
     np.dtype(ml_dtypes.bfloat16): "bf16",
+    np.dtype(ml_dtypes.float8_e4m3fn): "fp8e4m3",
+    np.dtype(ml_dtypes.float8_e5m2): "fp8e5m2",
     np.dtype(np.bool_): "bool",
     np.dtype(np.int8): "int8",
     np.dtype(np.int16): "int16",

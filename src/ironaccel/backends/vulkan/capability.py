@@ -5,8 +5,8 @@ The tier is the TOSA 1.0 PRO-FP profile without extensions, restricted to fp32: 
 in its fp32 signature, and the BOOL and integer signatures the profile has beside them (comparison
 results, SELECT / layout operators on BOOL, logical operators, INT32 arithmetic for index
 computations, ARGMAX's INT32 result, GATHER / SCATTER's INT32 indices, and CAST between fp32 and
-INT8 / INT16 / INT32). The extensions (FFT, control flow, variables, dynamic shapes, fp8) are not
-offered; bf16 is the BF16 tier's.
+INT8 / INT16 / INT32). The extensions FFT, control flow, variables and dynamic shapes are not
+offered; bf16 and fp8 are the BF16 and FP8 tiers'.
 
 The FP16 tier is the FP32 tier's descriptor extended with every fp16 signature PRO-FP has for those
 operators (CONV / AVG_POOL2D with either accumulator type, CAST between fp16 and fp32 / INT8 / INT16 /
@@ -19,12 +19,16 @@ The BF16 tier (:func:`bf16_descriptor`, ``vulkan-bf16``) is the FP16 tier's desc
 signature the BF16 extension adds to PRO-FP: bf16 is stored as 16-bit halves too, widened exactly to
 fp32, computed by the fp32 kernels and rounded once (``shaders/include/bf16.glsl``), on every device.
 
+The FP8 tier (:func:`fp8_descriptor`, ``vulkan-fp8``) adds what the FP8E4M3 and FP8E5M2 extensions
+allow: fp8 stored as bytes, widened exactly, products and pools computed in fp32 with fp16 results,
+CAST to and from fp32 / fp16 rounding once (``shaders/include/fp8.glsl``), data movement on bytes.
+
 The integer tier (TOSA PRO-INT) has its own descriptor (:func:`int_descriptor`, ``vulkan-int``): the
 integer and BOOL signatures :data:`INT_SIGNATURES` lists, with zero points of any value where the
 specification allows them. Its kernels are exact, so integer results equal the CPU backend's bit for bit
 (ADR 0008, "The integer tier"). Every device offers it without a device feature (64-bit intermediates
 are carried in 32-bit words), and what a device advertises is the union of the tiers
-(:func:`descriptor`, ``vulkan-fp16-bf16-int``, profiles PRO-FP and PRO-INT, the BF16 extension): one
+(:func:`descriptor`, ``vulkan-float-int``, profiles PRO-FP and PRO-INT, the BF16 and FP8 extensions): one
 descriptor admits the programs that mix the tiers, such as a quantized model with a float input or
 output.
 
@@ -183,6 +187,34 @@ BF16_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
     + tuple(Signature.of(in_t="bf16", out_t=t) for t in ("int8", "int16", "int32", "fp32")),
 }
 
+
+def _fp8_signatures(t: str) -> dict[Op, tuple[Signature, ...]]:
+    """What the extension of fp8 type ``t`` adds to PRO-FP: products and pools widened to fp32 with
+    fp16 results (fp32 accumulation, inside the fp16 accumulator's bound), CAST to and from fp32 /
+    fp16, and data movement on bytes."""
+    conv = (Signature.of(in_t=t, weight_t=t, out_t="fp16", acc_t="fp16"),)
+    return {
+        **{op: conv for op in (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)},
+        Op.MATMUL: (Signature.of(in_t=t, out_t="fp16"),),
+        Op.AVG_POOL2D: (Signature.of(in_out_t=t, acc_t="fp16"),),
+        Op.ARGMAX: (Signature.of(in_t=t, out_t="int32"),),
+        **{op: (Signature.of(index_t="int32", in_out_t=t),) for op in (Op.GATHER, Op.SCATTER)},
+        **{
+            op: (Signature.of(in_out_t=t),)
+            for op in (Op.MAX_POOL2D, Op.IDENTITY, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE)
+        },
+        **{op: (Signature.of(in_out_t=t),) for op in (Op.REVERSE, Op.CONCAT)},
+        Op.CAST: tuple(Signature.of(in_t=t, out_t=o) for o in ("fp16", "fp32"))
+        + tuple(Signature.of(in_t=i, out_t=t) for i in ("fp16", "fp32")),
+    }
+
+
+# The FP8 tier: every signature the FP8E4M3 and FP8E5M2 extensions add to PRO-FP.
+FP8_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
+    op: (*_fp8_signatures("fp8e4m3").get(op, ()), *_fp8_signatures("fp8e5m2").get(op, ()))
+    for op in _fp8_signatures("fp8e4m3")
+}
+
 FP16_OPERATORS: dict[Op, OperatorSupport] = {
     op: OperatorSupport((*(support.signatures or ()), *FP16_SIGNATURES.get(op, ())), support.constraints)
     for op, support in OPERATORS.items()
@@ -195,7 +227,21 @@ BF16_OPERATORS: dict[Op, OperatorSupport] = {
     for op, support in FP16_OPERATORS.items()
 }
 
+FP8_OPERATORS: dict[Op, OperatorSupport] = {
+    op: OperatorSupport((*(support.signatures or ()), *FP8_SIGNATURES.get(op, ())), support.constraints)
+    for op, support in FP16_OPERATORS.items()
+}
+FLOAT_OPERATORS: dict[Op, OperatorSupport] = {  # FP16, BF16 and FP8 tiers together
+    op: OperatorSupport(
+        (*(support.signatures or ()), *BF16_SIGNATURES.get(op, ()), *FP8_SIGNATURES.get(op, ())),
+        support.constraints,
+    )
+    for op, support in FP16_OPERATORS.items()
+}
+
 FP32_TYPES = frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
+FP8_TYPES = frozenset({DType.FP8E4M3, DType.FP8E5M2})
+FP8_EXTENSIONS = ("fp8e4m3", "fp8e5m2")
 INT_TYPES = frozenset({DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
 
 
@@ -293,7 +339,7 @@ def _united(first: dict[Op, OperatorSupport], second: dict[Op, OperatorSupport])
     return united
 
 
-ALL_OPERATORS = _united(BF16_OPERATORS, INT_OPERATORS)
+ALL_OPERATORS = _united(FLOAT_OPERATORS, INT_OPERATORS)
 
 
 def fp32_descriptor(limits: Limits) -> CapabilityDescriptor:
@@ -312,16 +358,22 @@ def bf16_descriptor(limits: Limits) -> CapabilityDescriptor:
     return _descriptor(limits, types, BF16_OPERATORS, "vulkan-bf16", extensions=("bf16",))
 
 
+def fp8_descriptor(limits: Limits) -> CapabilityDescriptor:
+    """The FP8 tier (the FP16 tier and the FP8E4M3 / FP8E5M2 extensions' signatures)."""
+    types = FP32_TYPES | {DType.FP16} | FP8_TYPES
+    return _descriptor(limits, types, FP8_OPERATORS, "vulkan-fp8", extensions=FP8_EXTENSIONS)
+
+
 def int_descriptor(limits: Limits) -> CapabilityDescriptor:
     """The integer tier (PRO-INT) alone on a device with ``limits``."""
     return _descriptor(limits, INT_TYPES, INT_OPERATORS, "vulkan-int", ("pro-int",), INT_EXTENSIONS)
 
 
 def descriptor(limits: Limits) -> CapabilityDescriptor:
-    """What every Vulkan device advertises: the FP16, BF16 and integer tiers in one descriptor."""
-    types = FP32_TYPES | {DType.FP16, DType.BF16}
-    extensions = ("bf16", *INT_EXTENSIONS)
-    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-fp16-bf16-int", ("pro-fp", "pro-int"), extensions)
+    """What every Vulkan device advertises: the FP16, BF16, FP8 and integer tiers in one descriptor."""
+    types = FP32_TYPES | {DType.FP16, DType.BF16} | FP8_TYPES
+    extensions = ("bf16", *FP8_EXTENSIONS, *INT_EXTENSIONS)
+    return _descriptor(limits, types, ALL_OPERATORS, "vulkan-float-int", ("pro-fp", "pro-int"), extensions)
 
 
 def _descriptor(

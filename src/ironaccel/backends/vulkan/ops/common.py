@@ -23,13 +23,15 @@ from ....tosa.ir import Operator, Tensor
 MAX_RANK = 6  # the kernels' push constants hold six dimensions (TOSA level 8K's rank limit)
 WORKGROUP = 64  # invocations per workgroup of the elementwise kernels (specialization constant 0)
 # Bytes per element as the kernels address them (numpy's storage): BOOL and INT8 bytes, INT16 and FP16
-# halves (data movement treats an fp16 or bf16 as its 16 bits).
+# halves (data movement treats an fp16 or bf16 as its 16 bits, an fp8 as its byte).
 ELEMENT_BYTES = {
     DType.BOOL: 1,
     DType.INT8: 1,
     DType.INT16: 2,
     DType.FP16: 2,
     DType.BF16: 2,
+    DType.FP8E4M3: 1,
+    DType.FP8E5M2: 1,
     DType.INT32: 4,
     DType.FP32: 4,
 }

@@ -1,7 +1,8 @@
 """fp16 and bf16 operators: stored as 16-bit halves, computed in fp32, rounded once.
 
-bf16 follows fp16 throughout (widened by ``include/bf16.glsl``, narrowed the same way once); what is
-said below of fp16 holds for bf16 with 8 bits of precision instead of 11 (ADR 0008, "The BF16 tier").
+bf16 and fp8 follow fp16 throughout (``include/bf16.glsl``, ``include/fp8.glsl``: exact widening, one
+rounding); what is said below of fp16 holds for them with their own precision (ADR 0008, "The BF16
+and FP8 tiers"). fp8 tensors are bytes.
 
 Operators that only move, select or compare bits take fp16 elements directly as 16-bit halves
 (layout, CONCAT, SELECT, RESHAPE / IDENTITY: :data:`.common.ELEMENT_BYTES`). Every other operator
@@ -38,7 +39,7 @@ from ....core.errors import InternalError
 from ....tosa.dtypes import DType
 from ....tosa.ir import Tensor
 from ....tosa.operators import Op
-from .common import WORKGROUP, Dispatch, Lowering, LoweringContext, Place, Step, word_groups
+from .common import ELEMENT_BYTES, WORKGROUP, Dispatch, Lowering, LoweringContext, Place, Step, word_groups
 
 # Operators whose fp16 form is their fp32 kernel between conversions.
 WIDENED = (
@@ -51,18 +52,19 @@ WIDENED = (
 )
 
 FP32_CODE = 0
-NARROW_CODES = {DType.FP16: 4, DType.BF16: 5}  # cast.comp's type codes of the types stored as halves
+# cast.comp's type codes of the float types stored narrower than fp32 (halves, or bytes for fp8)
+NARROW_CODES = {DType.FP16: 4, DType.BF16: 5, DType.FP8E4M3: 6, DType.FP8E5M2: 7}
 NARROW = frozenset(NARROW_CODES)
 
 
 def convert(
     ctx: LoweringContext, src: Place, dst: Place, count: int, widen: bool, dtype: DType = DType.FP16
 ) -> Dispatch:
-    """A ``cast.comp`` dispatch converting ``count`` elements ``dtype`` (fp16 or bf16) -> fp32
+    """A ``cast.comp`` dispatch converting ``count`` elements ``dtype`` (fp16, bf16, fp8) -> fp32
     (``widen``) or back."""
     code = NARROW_CODES[dtype]
     spec = (WORKGROUP, code, FP32_CODE) if widen else (WORKGROUP, FP32_CODE, code)
-    out_bytes = 4 if widen else 2
+    out_bytes = 4 if widen else ELEMENT_BYTES[dtype]
     return Dispatch("cast", spec, (src,), (dst,), struct.pack("<I", count), word_groups(count, out_bytes, ctx))
 
 

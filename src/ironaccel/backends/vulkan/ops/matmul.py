@@ -1,5 +1,5 @@
-"""MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32, fp16 or bf16 inputs, accumulated in fp32 (bf16
-operands are widened to fp32 first, :func:`.fp16.widening`).
+"""MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32, fp16, bf16 or fp8 inputs, accumulated in fp32
+(bf16 and fp8 operands are widened to fp32 first, :func:`.fp16.widening`).
 
 Three kernels, chosen at load from the shape, the types and what the device offers:
 
@@ -37,6 +37,7 @@ COOP_BK = 32
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
 MAX_SLICES = 32
+WIDENED_INPUTS = frozenset({DType.BF16, DType.FP8E4M3, DType.FP8E5M2})  # the kernels read fp32 and fp16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +105,8 @@ def _slice_length(c: int, slices: int, step: int) -> int:
 
 @lowering(Op.MATMUL)
 def matmul(ctx: LoweringContext) -> list[Step]:
-    if ctx.inputs[0].dtype is DType.BF16:  # bf16 operands widened around the fp32 kernels (ops/fp16.py)
-        return widening(_matmul, frozenset({DType.BF16}))(ctx)
+    if ctx.inputs[0].dtype in WIDENED_INPUTS:  # operands widened around the fp32 kernels (ops/fp16.py)
+        return widening(_matmul, WIDENED_INPUTS)(ctx)
     return _matmul(ctx)
 
 

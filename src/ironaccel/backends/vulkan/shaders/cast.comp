@@ -1,18 +1,20 @@
 #version 460
 // CAST between fp32, fp16, bf16 and the integer types, one output word (4 / OUT_ES elements) per
-// invocation. FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32, 4 fp16, 5 bf16.
+// invocation. FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32, 4 fp16, 5 bf16,
+// 6 fp8e4m3, 7 fp8e5m2 (fp8 to and from fp32 and fp16 only, as the specification's CASTs).
 // int -> fp32: rounded once to nearest even (exact halves summed: one correctly rounded addition).
 // int -> fp16: through fp32, which is exact below 2^24, and every int of 2^24 or more is an fp16
 // infinity either way, so it is one rounding too.
 // float -> int: round to nearest, ties to even, saturated to the type; NaN (unpredictable) gives 0.
 // int -> bf16: int8 / int16 through fp32 (exact there), int32 rounded once on the bits.
-// fp16 <-> fp32 and bf16 <-> fp32: include/fp16.glsl and include/bf16.glsl, on the bits (exact
-// widening, one rounding narrowing).
+// fp16 / bf16 / fp8 <-> fp32: include/fp16.glsl, bf16.glsl and fp8.glsl, on the bits (exact widening,
+// one rounding narrowing); fp8 <-> fp16 through fp32 (exact widening both ways, so one rounding).
 #extension GL_GOOGLE_include_directive : require
 #include "include/float_controls.glsl"
 #include "include/elementwise.glsl"
 #include "include/fp16.glsl"
 #include "include/bf16.glsl"
+#include "include/fp8.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint FROM = 0u;
@@ -25,8 +27,16 @@ layout(push_constant, std430) uniform Params {
     uint n;
 } p;
 
-const uint IN_ES = FROM == 1u ? 1u : (FROM == 2u || FROM == 4u || FROM == 5u ? 2u : 4u);
-const uint OUT_ES = TO == 1u ? 1u : (TO == 2u || TO == 4u || TO == 5u ? 2u : 4u);
+const uint IN_ES = FROM == 1u || FROM >= 6u ? 1u : (FROM == 2u || FROM == 4u || FROM == 5u ? 2u : 4u);
+const uint OUT_ES = TO == 1u || TO >= 6u ? 1u : (TO == 2u || TO == 4u || TO == 5u ? 2u : 4u);
+
+uint fp8_to_f32_bits(uint bits) {
+    return FROM == 6u ? ia_e4m3_bits_to_f32_bits(bits) : ia_e5m2_bits_to_f32_bits(bits);
+}
+
+uint f32_bits_to_fp8(uint f) {
+    return TO == 6u ? ia_f32_bits_to_e4m3_bits(f) : ia_f32_bits_to_e5m2_bits(f);
+}
 
 float int_to_float(int v) {
     // Both halves convert exactly; their sum is rounded once, as IEEE addition is.
@@ -50,6 +60,13 @@ int float_to_int(float x, int lo, int hi) {
 }
 
 uint convert(uint bits) {
+    if (FROM >= 6u) {  // to fp32 or fp16
+        uint f = fp8_to_f32_bits(bits);
+        return TO == 0u ? f : ia_f32_bits_to_f16_bits(f);
+    }
+    if (TO >= 6u) {  // from fp32 or fp16
+        return f32_bits_to_fp8(FROM == 4u ? ia_f16_bits_to_f32_bits(bits) : bits);
+    }
     if (FROM == 4u && TO == 0u) {
         return ia_f16_bits_to_f32_bits(bits);
     }
