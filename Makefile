@@ -7,7 +7,7 @@ TOSA_VENV ?= .venv-tosa
 PY := $(VENV)/bin/python
 EXTRAS ?= test,vulkan,webgpu,opengl
 
-.PHONY: all demo test lint system-deps venv tosa-tools gpu-check clean
+.PHONY: all demo test lint system-deps venv tosa-tools gpu-check clean conformance
 
 all: test
 
@@ -65,6 +65,14 @@ conformance: venv tosa-tools
 conformance-vulkan-int: venv tosa-tools
 	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
 		--profile pro-int --cache .cache/cts --report conformance-report/vulkan-int
+
+# make conformance-vulkan-float - every PRO-FP test with the BF16 and FP8 extensions that the Vulkan float
+# tiers advertise, on lavapipe under the validation layer; report in conformance-report/vulkan-float/
+.PHONY: conformance-vulkan-float
+conformance-vulkan-float: venv tosa-tools
+	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
+		--profile pro-fp --extension bf16 --extension fp8e4m3 --extension fp8e5m2 --cache .cache/cts \
+		--report conformance-report/vulkan-float
 
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa

@@ -146,3 +146,30 @@ def test_bounded_subset_of_the_suite_passes_on_lavapipe(tmp_path):
     assert fp16_offered - fp16_run == set()
     # Without extensions every generated test applies to the tiers (what does not is covered above).
     assert "| negative (rejected) |" in text
+
+
+# Operators with bf16 and fp8 forms whose extension tests the bounded run takes: every conversion, a
+# product and a pool (the suite is generated for these alone; the whole one takes most of an hour).
+EXTENSION_OPERATORS = ("cast", "matmul", "avg_pool2d")
+
+
+@needs_lavapipe
+@pytest.mark.tosa_tools
+def test_bounded_bf16_and_fp8_extension_tests_pass_on_lavapipe(tmp_path):
+    """The BF16 and FP8 tiers judged by the suite's extension tests (positive and negative) of a few
+    operators; ``make conformance-vulkan-float`` runs all of them."""
+    require_tosa_tools()
+    report = tmp_path / "report"
+    argv = [
+        *("conformance", "--device", DEVICE, "--profile", "pro-fp", "--per-operator", "8"),
+        *("--extension", "bf16", "--extension", "fp8e4m3", "--extension", "fp8e5m2"),
+        *("--operators", *EXTENSION_OPERATORS, "--cache", str(CACHE), "--report", str(report), "-j", "2"),
+    ]
+    code = cli(argv)
+    text = (report / "report.md").read_text()
+    assert code == 0, text[text.find("## Failures") :][:3000]
+    cases = [c for c in ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase")]
+    ran = [c.get("name", "") for c in cases if c.find("skipped") is None]
+    assert any("bf16" in name for name in ran)
+    assert any("fp8e4m3" in name or "f8e4m3" in name for name in ran)
+    assert any("fp8e5m2" in name or "f8e5m2" in name for name in ran)

@@ -57,7 +57,7 @@ def _boundaries(dtype) -> np.ndarray:
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-@pytest.mark.parametrize("wide", ["fp32", "fp16"])
+@pytest.mark.parametrize("wide", ["fp32", "fp16", "bf16"])
 def test_widen_every_pattern(dev, fmt, wide):
     x = _all(FORMATS[fmt])
     got, want = run_both(dev, lambda b, a: b.cast(a, wide), [x])
@@ -77,6 +77,13 @@ def test_narrow_fp32_boundaries_random_and_special_patterns(dev, fmt):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_narrow_every_fp16(dev, fmt):
     x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    got, want = run_both(dev, lambda b, a: b.cast(a, fmt), [x])
+    np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_narrow_every_bf16(dev, fmt):
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
     got, want = run_both(dev, lambda b, a: b.cast(a, fmt), [x])
     np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
 
@@ -173,3 +180,9 @@ def test_the_tier_is_the_fp8_extensions():
             wanted[op] = found
     offered = {op: {frozenset(s.types) for s in sigs} for op, sigs in capability.FP8_SIGNATURES.items()}
     assert wanted == offered
+    # with BF16 as well, CAST between bf16 and fp8: advertised where the tiers are together
+    both = Target.of(profiles=["pro-fp"], extensions=["bf16", "fp8e4m3", "fp8e5m2"], level="8k").enabled
+    rows = [r for r in spec_of(Op.CAST).typesupport if r.enabled(both)]
+    cross = {frozenset(r.types.items()) for r in rows if DType.BF16 in r.types.values() and fp8 & set(r.types.values())}
+    assert cross == {frozenset(s.types) for s in capability.BF16_FP8_CASTS}
+    assert set(capability.BF16_FP8_CASTS) <= set(capability.ALL_OPERATORS[Op.CAST].signatures)

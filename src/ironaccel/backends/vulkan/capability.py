@@ -231,9 +231,18 @@ FP8_OPERATORS: dict[Op, OperatorSupport] = {
     op: OperatorSupport((*(support.signatures or ()), *FP8_SIGNATURES.get(op, ())), support.constraints)
     for op, support in FP16_OPERATORS.items()
 }
+# CASTs between bf16 and fp8, which need both extensions: only where the tiers are advertised together.
+BF16_FP8_CASTS = tuple(
+    Signature.of(in_t=a, out_t=b) for f in ("fp8e4m3", "fp8e5m2") for a, b in (("bf16", f), (f, "bf16"))
+)
 FLOAT_OPERATORS: dict[Op, OperatorSupport] = {  # FP16, BF16 and FP8 tiers together
     op: OperatorSupport(
-        (*(support.signatures or ()), *BF16_SIGNATURES.get(op, ()), *FP8_SIGNATURES.get(op, ())),
+        (
+            *(support.signatures or ()),
+            *BF16_SIGNATURES.get(op, ()),
+            *FP8_SIGNATURES.get(op, ()),
+            *(BF16_FP8_CASTS if op is Op.CAST else ()),
+        ),
         support.constraints,
     )
     for op, support in FP16_OPERATORS.items()

@@ -1,14 +1,14 @@
 #version 460
 // CAST between fp32, fp16, bf16 and the integer types, one output word (4 / OUT_ES elements) per
 // invocation. FROM / TO (specialization constants 1, 2): 0 fp32, 1 int8, 2 int16, 3 int32, 4 fp16, 5 bf16,
-// 6 fp8e4m3, 7 fp8e5m2 (fp8 to and from fp32 and fp16 only, as the specification's CASTs).
+// 6 fp8e4m3, 7 fp8e5m2 (fp8 to and from fp32, fp16 and bf16 only, as the specification's CASTs).
 // int -> fp32: rounded once to nearest even (exact halves summed: one correctly rounded addition).
 // int -> fp16: through fp32, which is exact below 2^24, and every int of 2^24 or more is an fp16
 // infinity either way, so it is one rounding too.
 // float -> int: round to nearest, ties to even, saturated to the type; NaN (unpredictable) gives 0.
 // int -> bf16: int8 / int16 through fp32 (exact there), int32 rounded once on the bits.
 // fp16 / bf16 / fp8 <-> fp32: include/fp16.glsl, bf16.glsl and fp8.glsl, on the bits (exact widening,
-// one rounding narrowing); fp8 <-> fp16 through fp32 (exact widening both ways, so one rounding).
+// one rounding narrowing); fp8 <-> fp16 / bf16 through fp32 (exact widening both ways, so one rounding).
 #extension GL_GOOGLE_include_directive : require
 #include "include/float_controls.glsl"
 #include "include/elementwise.glsl"
@@ -60,12 +60,13 @@ int float_to_int(float x, int lo, int hi) {
 }
 
 uint convert(uint bits) {
-    if (FROM >= 6u) {  // to fp32 or fp16
+    if (FROM >= 6u) {  // to fp32, fp16 or bf16
         uint f = fp8_to_f32_bits(bits);
-        return TO == 0u ? f : ia_f32_bits_to_f16_bits(f);
+        return TO == 0u ? f : (TO == 5u ? ia_f32_bits_to_bf16_bits(f) : ia_f32_bits_to_f16_bits(f));
     }
-    if (TO >= 6u) {  // from fp32 or fp16
-        return f32_bits_to_fp8(FROM == 4u ? ia_f16_bits_to_f32_bits(bits) : bits);
+    if (TO >= 6u) {  // from fp32, fp16 or bf16
+        uint f = FROM == 4u ? ia_f16_bits_to_f32_bits(bits) : (FROM == 5u ? ia_bf16_bits_to_f32_bits(bits) : bits);
+        return f32_bits_to_fp8(f);
     }
     if (FROM == 4u && TO == 0u) {
         return ia_f16_bits_to_f32_bits(bits);
