@@ -166,6 +166,14 @@ def matmul_int8_program(n: int, a_zp: int, b_zp: int) -> Any:
     return b.build()
 
 
+def int8_reference(torch: Any, ta: Any, tb: Any, a_zp: int, b_zp: int) -> Any:
+    """sum (a - a_zp)(b - b_zp) for int8 CUDA matrices, exact in int64 and narrowed to int32 (wrapping)."""
+    n = ta.shape[1]
+    want = torch._int_mm(ta, tb).long()
+    want -= b_zp * ta.long().sum(1, keepdim=True) + a_zp * tb.long().sum(0, keepdim=True) - n * a_zp * b_zp
+    return ((want + 2**31) % 2**32 - 2**31).int()
+
+
 def bench_matmul_int8(dev: Any, torch: Any, n: int, reps: int, a_zp: int = -3, b_zp: int = 5) -> dict[str, Any]:
     """INT8 MATMUL with zero points against torch._int_mm (no zero points: what a torch user calls);
     checked exactly against sum (a - a_zp)(b - b_zp) computed by torch in int64, narrowed to int32."""
@@ -177,9 +185,7 @@ def bench_matmul_int8(dev: Any, torch: Any, n: int, reps: int, a_zp: int = -3, b
     try:
         ours = loaded.per_run_seconds(reps) * 1e3
         got = torch.from_numpy(loaded.output().reshape(n, n)).cuda()
-        want = torch._int_mm(ta, tb).long()
-        want -= b_zp * ta.long().sum(1, keepdim=True) + a_zp * tb.long().sum(0, keepdim=True) - n * a_zp * b_zp
-        want = ((want + 2**31) % 2**32 - 2**31).int()
+        want = int8_reference(torch, ta, tb, a_zp, b_zp)
         mismatches = int((got != want).sum())
         kernels = sorted({s.shader for s in _plan_of(loaded).steps if hasattr(s, "shader")})
     finally:

@@ -65,12 +65,10 @@ def _int8_data(torch: Any, n: int, a_zp: int, b_zp: int) -> dict[str, Any]:
     gen = torch.Generator(device="cuda").manual_seed(7)
     ta = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
     tb = torch.randint(-128, 128, (n, n), device="cuda", generator=gen, dtype=torch.int8)
-    want = torch._int_mm(ta, tb).long()
-    want -= b_zp * ta.long().sum(1, keepdim=True) + a_zp * tb.long().sum(0, keepdim=True) - n * a_zp * b_zp
     return {
         "peer_ms": bench_vulkan.cuda_ms(torch, lambda: torch._int_mm(ta, tb), REPS),
         "inputs": [ta.cpu().numpy()[None], tb.cpu().numpy()[None]],
-        "ref": ((want + 2**31) % 2**32 - 2**31).int(),
+        "ref": bench_vulkan.int8_reference(torch, ta, tb, a_zp, b_zp),
         "program": bench_vulkan.matmul_int8_program(n, a_zp, b_zp),
     }
 
@@ -88,6 +86,14 @@ def _data(torch: Any, n: int, dtype: str) -> dict[str, Any]:
     }
 
 
+def _tiled_variant(item: str, shader: str, shipped: tuple[int, int]) -> tuple[str, str, Any]:
+    """LABEL=PATH[@ROWSxCOLS] (a workgroup tile other than the shipped one) as (label, shader, replacement)."""
+    label, path = item.split("=", 1)
+    path, _, tile = path.partition("@")
+    shape = tuple(int(v) for v in tile.split("x")) if tile else shipped
+    return label, shader, (Path(path).read_bytes(), shape)
+
+
 def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     """(dtype, label, shader replaced or "", replacement: SPIR-V bytes or a Tile or None)."""
     rows: list[tuple[str, str, str, Any]] = []
@@ -102,17 +108,11 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     if args.fp16_spirv:
         rows.append(("fp16", "shipped", "", None))
         for item in args.fp16_spirv:
-            label, path = item.split("=", 1)
-            path, _, tile = path.partition("@")  # PATH@ROWSxCOLS: a workgroup tile other than the shipped one
-            shape = tuple(int(v) for v in tile.split("x")) if tile else matmul_ops.COOP_TILE
-            rows.append(("fp16", label, "matmul_coop", (Path(path).read_bytes(), shape)))
+            rows.append(("fp16", *_tiled_variant(item, "matmul_coop", matmul_ops.COOP_TILE)))
     if args.int8_spirv:
         rows.append(("int8", "shipped", "", None))
         for item in args.int8_spirv:
-            label, path = item.split("=", 1)
-            path, _, tile = path.partition("@")
-            shape = tuple(int(v) for v in tile.split("x")) if tile else int_ops.COOP_TILE
-            rows.append(("int8", label, "matmul_int_coop", (Path(path).read_bytes(), shape)))
+            rows.append(("int8", *_tiled_variant(item, "matmul_int_coop", int_ops.COOP_TILE)))
     return rows
 
 

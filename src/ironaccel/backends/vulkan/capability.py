@@ -215,38 +215,27 @@ FP8_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
     for op in _fp8_signatures("fp8e4m3")
 }
 
-FP16_OPERATORS: dict[Op, OperatorSupport] = {
-    op: OperatorSupport((*(support.signatures or ()), *FP16_SIGNATURES.get(op, ())), support.constraints)
-    for op, support in OPERATORS.items()
-}
-FP16_OPERATORS[Op.CONST] = OPERATORS[Op.CONST]  # every type; judged where used
-FP16_OPERATORS[Op.CONST_SHAPE] = OPERATORS[Op.CONST_SHAPE]
 
-BF16_OPERATORS: dict[Op, OperatorSupport] = {
-    op: OperatorSupport((*(support.signatures or ()), *BF16_SIGNATURES.get(op, ())), support.constraints)
-    for op, support in FP16_OPERATORS.items()
-}
+def _extended(base: dict[Op, OperatorSupport], *tables: dict[Op, tuple[Signature, ...]]) -> dict[Op, OperatorSupport]:
+    """``base`` with each table's signatures added to its operators' (an operator taking every type,
+    such as CONST, keeps doing so); constraints are shared."""
+    extended = {}
+    for op, support in base.items():
+        added = tuple(sig for table in tables for sig in table.get(op, ()))
+        signatures = None if support.signatures is None else (*support.signatures, *added)
+        extended[op] = OperatorSupport(signatures, support.constraints)
+    return extended
 
-FP8_OPERATORS: dict[Op, OperatorSupport] = {
-    op: OperatorSupport((*(support.signatures or ()), *FP8_SIGNATURES.get(op, ())), support.constraints)
-    for op, support in FP16_OPERATORS.items()
-}
+
 # CASTs between bf16 and fp8, which need both extensions: only where the tiers are advertised together.
 BF16_FP8_CASTS = tuple(
     Signature.of(in_t=a, out_t=b) for f in ("fp8e4m3", "fp8e5m2") for a, b in (("bf16", f), (f, "bf16"))
 )
-FLOAT_OPERATORS: dict[Op, OperatorSupport] = {  # FP16, BF16 and FP8 tiers together
-    op: OperatorSupport(
-        (
-            *(support.signatures or ()),
-            *BF16_SIGNATURES.get(op, ()),
-            *FP8_SIGNATURES.get(op, ()),
-            *(BF16_FP8_CASTS if op is Op.CAST else ()),
-        ),
-        support.constraints,
-    )
-    for op, support in FP16_OPERATORS.items()
-}
+FP16_OPERATORS = _extended(OPERATORS, FP16_SIGNATURES)
+BF16_OPERATORS = _extended(FP16_OPERATORS, BF16_SIGNATURES)
+FP8_OPERATORS = _extended(FP16_OPERATORS, FP8_SIGNATURES)
+# The FP16, BF16 and FP8 tiers together.
+FLOAT_OPERATORS = _extended(FP16_OPERATORS, BF16_SIGNATURES, FP8_SIGNATURES, {Op.CAST: BF16_FP8_CASTS})
 
 FP32_TYPES = frozenset({DType.FP32, DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
 FP8_TYPES = frozenset({DType.FP8E4M3, DType.FP8E5M2})
