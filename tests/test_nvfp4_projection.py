@@ -1,6 +1,7 @@
-"""NVFP4 projections through the user API on the CPU backend (the oracle): every form and activation
-against act(x @ dequantize(q).T) in float64, bindings checked, and backends without NVFP4 refusing the
-artifact at load with LoweringError naming it."""
+"""NVFP4 projections through the user API on the CPU backend (the oracle) and on Vulkan (lavapipe, or the
+device ``IRONACCEL_TEST_VULKAN_DEVICE`` names): every form and activation against act(x @ dequantize(q).T)
+in float64, bindings checked, and backends without NVFP4 refusing the artifact at load with
+LoweringError naming it. On Vulkan every test also ends with no validation message and nothing live."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 import ironaccel
 from ironaccel import nvfp4
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
-from ironaccel.core.errors import InvalidArgument
+from ironaccel.core.errors import InvalidArgument, Unsupported
 from ironaccel.runtime import ArtifactRef, Device
 from ironaccel.runtime.types import NVFP4_FORMAT, TOSA_FORMAT
 from ironaccel.tosa.errors import LoweringError
+from vulkan_fixtures import DEVICE, clean
+
+__all__ = ["clean"]  # the fixture, used by name
 
 ACTIVATIONS = {
     "none": lambda v: v,
@@ -24,12 +28,17 @@ ACTIVATIONS = {
 RTOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def dev():
-    device = ironaccel.open("cpu")
+@pytest.fixture(scope="module", params=["cpu", DEVICE])
+def dev(request):
+    try:
+        device = ironaccel.open(request.param)
+    except Unsupported as exc:
+        pytest.skip(f"{request.param} unavailable: {exc}")
     yield device
     device.close()
     assert not any(device.accelerator.live_resources().values())
+    if hasattr(device.accelerator, "close"):  # a Vulkan device is released at once, not at collection
+        device.accelerator.close()
 
 
 def _assert_close(y: np.ndarray, want: np.ndarray) -> None:
@@ -48,7 +57,7 @@ def _weights(rng, *shape) -> np.ndarray:
 
 
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
-@pytest.mark.parametrize(("m", "n", "k"), [(1, 64, 128), (8, 96, 256), (3, 16, 16)])
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 64, 128), (8, 96, 256), (3, 16, 16), (24, 40, 96)])
 def test_projection(dev, activation, m, n, k):
     rng = np.random.default_rng(m * n + k)
     q = nvfp4.quantize(_weights(rng, n, k))

@@ -1,27 +1,136 @@
-"""The Vulkan backend (no NVFP4 kernels) refuses an NVFP4 projection at load, naming it, and keeps nothing."""
+"""NVFP4 projections on Vulkan beyond the shared form/activation tests of test_nvfp4_projection.py: the
+shader's decode of every (byte, scale code) pair bit for bit on both kernel paths, non-finite tensor
+scales, and the plan's choice of kernels under the device's limits."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ironaccel import nvfp4
-from ironaccel.tosa.errors import LoweringError
-from vulkan_fixtures import clean, dev
+from ironaccel.backends.vulkan import nvfp4 as planning
+from ironaccel.backends.vulkan.ops.common import Dispatch
+from ironaccel.core.errors import ResourceLimit
+from ironaccel.nvfp4 import codec
+from ironaccel.nvfp4.quantize import E4M3_DTYPE
+from vulkan_fixtures import BIG, clean, dev
 
 __all__ = ["clean", "dev"]  # fixtures, used by name
 
+TENSOR_SCALE = np.float32(0.7310586)  # not a power of two: the decode's one rounding matters
 
-@pytest.mark.parametrize(
-    "projection",
-    [
-        nvfp4.Projection(m=1, n=64, k=64, activation="silu", name="mlp.up"),
-        nvfp4.BatchedProjection(batch=4, n=32, k=32),
-        nvfp4.ExpertProjection(experts=2, m=1, n=16, k=16, activation="squared_relu"),
-    ],
-    ids=lambda p: type(p).__name__,
-)
-def test_vulkan_refuses_nvfp4_projection_at_load(dev, projection):
-    with pytest.raises(LoweringError, match="does not run NVFP4 projections") as info:
-        dev.compile(projection)
-    assert type(projection).__name__ in str(info.value)
-    assert dev.accelerator.live_resources()["program"] == 0
+
+def _every_pair() -> tuple[np.ndarray, np.ndarray]:
+    """Weights (65536, 16) whose row r is packed byte r % 256 eight times under scale code r // 256: both
+    nibbles of every byte under every E4M3 code, NaN codes included."""
+    rows = np.arange(65536)
+    packed = np.repeat((rows % 256).astype(np.uint8)[:, None], 8, axis=1)
+    scales = (rows // 256).astype(np.uint8)[:, None].view(E4M3_DTYPE)
+    return packed, scales
+
+
+def _shader_decode(dev, rows_of_x: range) -> np.ndarray:
+    """The decoded weights' columns ``rows_of_x`` as the device computes them: x is those rows of the
+    16 x 16 identity, so y[i, r] = w_hat[r, i] (a one-hot dot product adds only zeros to the weight)."""
+    packed, scales = _every_pair()
+    x = np.eye(16, dtype=np.float32)[list(rows_of_x)]
+    exe = dev.compile(nvfp4.Projection(m=len(x), n=65536, k=16), resident_bytes=BIG)
+    try:
+        (y,) = exe(x, packed, scales, np.array(TENSOR_SCALE))
+    finally:
+        exe.close()
+    return y.T
+
+
+def test_gemv_path_decodes_every_byte_under_every_scale_exactly(dev):
+    packed, scales = _every_pair()
+    want = codec.decode(packed, scales.view(np.uint8), TENSOR_SCALE)
+    got = np.concatenate([_shader_decode(dev, range(0, 8)), _shader_decode(dev, range(8, 16))], axis=1)
+    nan_rows = np.isin(np.arange(65536) // 256, (0x7F, 0xFF))
+    assert np.isnan(want[nan_rows]).all() and not np.isnan(want[~nan_rows]).any()
+    np.testing.assert_array_equal(got, want)  # equal values (the zero's sign aside), NaN where NaN
+
+
+def test_decode_then_matmul_path_decodes_every_byte_under_every_scale_exactly(dev):
+    packed, scales = _every_pair()
+    want = codec.decode(packed, scales.view(np.uint8), TENSOR_SCALE)
+    assert planning.TILED_FROM_M <= 16
+    np.testing.assert_array_equal(_shader_decode(dev, range(16)), want)
+
+
+@pytest.mark.parametrize("tensor_scale", [np.inf, -np.inf, np.nan], ids=["inf", "-inf", "nan"])
+@pytest.mark.parametrize("m", [2, 24], ids=["gemv", "tiled"])
+def test_non_finite_tensor_scale_decodes_as_defined(dev, tensor_scale, m):
+    # (e2m1 * scale) * ts element by element: zero weights become NaN under an infinite tensor scale.
+    rng = np.random.default_rng(4)
+    q = nvfp4.quantize((rng.standard_normal((32, 64)) * 0.1).astype(np.float32))
+    ts = np.array(tensor_scale, np.float32)
+    x = rng.standard_normal((m, 64)).astype(np.float32)
+    exe = dev.compile(nvfp4.Projection(m=m, n=32, k=64), resident_bytes=BIG)
+    (y,) = exe(x, q.packed, q.scales, ts)
+    exe.close()
+    with np.errstate(invalid="ignore"):  # 0 * inf: the NaNs the definition gives
+        want = x @ codec.decode(q.packed, q.scales.view(np.uint8), ts).T
+    np.testing.assert_array_equal(y, want)
+    assert np.isnan(y).any()
+
+
+@pytest.mark.parametrize("activation", ["none", "silu"])
+def test_expert_form_on_the_tiled_path(dev, activation):
+    rng = np.random.default_rng(9)
+    experts, m, n, k = 3, 20, 24, 48
+    qs = [nvfp4.quantize((rng.standard_normal((n, k)) * (e + 1)).astype(np.float32)) for e in range(experts)]
+    x = rng.standard_normal((experts, m, k)).astype(np.float32)
+    exe = dev.compile(nvfp4.ExpertProjection(experts=experts, m=m, n=n, k=k, activation=activation))
+    (y,) = exe(x, *(a for q in qs for a in q.operands))
+    exe.close()
+    for e, q in enumerate(qs):
+        v = x[e].astype(np.float64) @ nvfp4.dequantize(q).astype(np.float64).T
+        want = v / (1 + np.exp(-v)) if activation == "silu" else v
+        np.testing.assert_allclose(y[e], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def _shaders(plan) -> list[str]:
+    return [s.shader for s in plan.steps if isinstance(s, Dispatch)]
+
+
+def test_plan_takes_the_gemv_kernel_for_decode_shapes_and_matmul_for_larger_m():
+    assert _shaders(planning.build(nvfp4.Projection(m=8, n=64, k=64))) == ["nvfp4_gemv"]
+    assert _shaders(planning.build(nvfp4.Projection(m=64, n=64, k=64))) == ["nvfp4_decode", "matmul"]
+    silu = planning.build(nvfp4.Projection(m=64, n=64, k=64, activation="silu"))
+    assert _shaders(silu) == ["nvfp4_decode", "matmul", "nvfp4_activate"]
+    experts = planning.build(nvfp4.ExpertProjection(experts=3, m=32, n=64, k=64))
+    assert _shaders(experts) == ["nvfp4_decode"] * 3 + ["matmul"]  # the experts are MATMUL's batches
+    assert _shaders(planning.build(nvfp4.ExpertProjection(experts=3, m=2, n=64, k=64))) == ["nvfp4_gemv"] * 3
+
+
+def test_plan_decodes_in_registers_when_the_decoded_weights_do_not_fit():
+    projection = nvfp4.Projection(m=64, n=1024, k=1024)  # 4 MiB decoded; operands and result 1 MiB
+    assert _shaders(planning.build(projection, max_buffer_bytes=8 << 20))[0] == "nvfp4_decode"
+    assert _shaders(planning.build(projection, max_buffer_bytes=2 << 20)) == ["nvfp4_gemv"] * 1
+    assert _shaders(planning.build(projection, max_binding_bytes=1 << 20)) == ["nvfp4_gemv"]
+
+
+def test_plan_refuses_operands_past_a_binding_naming_them():
+    with pytest.raises(ResourceLimit, match=r"operand packed: uint8\[4096, 2048\]"):
+        planning.build(nvfp4.Projection(m=1, n=4096, k=4096), max_binding_bytes=4 << 20)
+    with pytest.raises(ResourceLimit, match=r"need \d+ bytes in one buffer"):
+        planning.build(nvfp4.Projection(m=1, n=4096, k=4096), max_buffer_bytes=4 << 20)
+
+
+def test_plan_splits_batches_past_the_z_group_limit():
+    plan = planning.build(nvfp4.BatchedProjection(batch=5, n=16, k=32), max_groups=(65535, 65535, 2))
+    steps = [s for s in plan.steps if isinstance(s, Dispatch)]
+    assert [s.groups[2] for s in steps] == [2, 2, 1]
+    assert [int.from_bytes(s.push[20:24], "little") for s in steps] == [0, 2, 4]  # z_base
+    assert [(s.writes[0].offset - plan.outputs[0].offset) // (16 * 4) for s in steps] == [0, 2, 4]
+    assert all(b is None for b in plan.barriers)  # each writes its own rows of y: nothing waits
+
+
+def test_expert_dispatches_write_their_own_rows_where_the_alignment_allows():
+    aligned = planning.build(nvfp4.ExpertProjection(experts=4, m=1, n=16, k=32))  # 64-byte rows of y
+    assert all(b is None for b in aligned.barriers)
+    assert len({s.writes[0] for s in aligned.steps}) == 4
+    # 20-byte rows cannot start a binding: every dispatch binds all of y, ordered by barriers.
+    shared = planning.build(nvfp4.ExpertProjection(experts=4, m=1, n=5, k=32))
+    assert len({s.writes[0] for s in shared.steps}) == 1 and all(b is not None for b in shared.barriers[1:])

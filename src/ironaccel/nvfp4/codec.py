@@ -93,4 +93,5 @@ def decode(packed: np.ndarray, scale_codes: np.ndarray, tensor_scale: np.ndarray
     elements = PAIRS[packed].reshape(*lead, n, k // BLOCK, BLOCK)
     scaled = elements * E4M3[scale_codes][..., None]  # exact: at most 6 significant bits
     tensor = np.asarray(tensor_scale, np.float32).reshape(*lead, 1, 1, 1)
-    return (scaled * tensor).reshape(*lead, n, k)
+    with np.errstate(invalid="ignore"):  # 0 * inf under an infinite tensor scale: NaN, as documented
+        return (scaled * tensor).reshape(*lead, n, k)

@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import DeviceLost
+from ...nvfp4.projection import ProjectionArtifact
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
-from ...runtime.types import BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
+from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
+from . import nvfp4
 from . import plan as planning
 from .capability import descriptor
 from .device import Device, PhysicalDevice
@@ -90,6 +92,7 @@ class _Native:
 class VulkanAccelerator(Accelerator):
     supports_cancellation = False
     observes_completion = True
+    artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})  # NVFP4 projections: :mod:`.nvfp4`
 
     def __init__(self, inst: Instance, physical: PhysicalDevice, *, staging: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -171,15 +174,26 @@ class VulkanAccelerator(Accelerator):
     def _load(self, context: Any, program: Any) -> tuple[Any, int]:
         native = self._native
         limits = native.device.limits
-        plan = planning.build(
-            program,
-            limits.min_storage_buffer_offset_alignment,
-            limits.max_group_count,
-            min(limits.max_memory_allocation, limits.max_buffer_size),
-            limits.max_loop_iterations,
-            limits.max_shared_memory,
-            native.device.matrix_tiles,
-        )
+        if isinstance(program, ProjectionArtifact):
+            plan = nvfp4.build(
+                program,
+                limits.min_storage_buffer_offset_alignment,
+                limits.max_group_count,
+                min(limits.max_memory_allocation, limits.max_buffer_size),
+                limits.max_loop_iterations,
+                limits.max_shared_memory,
+                limits.max_storage_buffer_range,
+            )
+        else:
+            plan = planning.build(
+                program,
+                limits.min_storage_buffer_offset_alignment,
+                limits.max_group_count,
+                min(limits.max_memory_allocation, limits.max_buffer_size),
+                limits.max_loop_iterations,
+                limits.max_shared_memory,
+                native.device.matrix_tiles,
+            )
         loaded = LoadedProgram(native.memory, native.kernels, plan)
         with native.lock:
             native.programs.add(loaded)

@@ -128,11 +128,11 @@ def _matmul(ctx: LoweringContext) -> list[Step]:
     if fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
         steps = _coop(ctx, n, h, c, w, reads, target)
     else:
-        steps = _tiled(ctx, n, h, c, w, reads, target, fp16_in)
+        steps = tiled(ctx, n, h, c, w, reads, target, fp16_in)
     return [*steps, *after]
 
 
-def _tiled(
+def tiled(
     ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place, fp16: bool
 ) -> list[Step]:
     tile = tile_for(h, w, ctx.max_shared_memory)
