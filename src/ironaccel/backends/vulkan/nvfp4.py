@@ -7,8 +7,8 @@ the caller's buffers, :mod:`.direct`).
 
 Two ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape:
 
-* **Decode shapes** (m up to GEMV_ROWS, every batched form, and any shape whose decoded weights would
-  not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_ROWS rows of x and
+* **Decode shapes** (m below TILED_FROM_M, every batched form, and any shape whose decoded weights would
+  not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_X_ROWS rows of x and
   decodes them in registers. These shapes are bound by the weights' bytes, which NVFP4 makes a quarter
   of fp16's.
 * **Larger m**: ``nvfp4_decode.comp`` decodes each weight matrix exactly (the CPU backend's bits) into
@@ -30,8 +30,9 @@ from .ops.common import WORKGROUP, Dispatch, Place, Step, groups
 from .ops.matmul import tiled
 from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
-GEMV_TEAM = 32  # invocations along k per weight row (a power of two)
-GEMV_ROWS = 8  # weight rows per workgroup, and at most this many rows of x per pass over the weights
+GEMV_TEAM = 128  # invocations splitting k per workgroup (a power of two), at most
+GEMV_ROWS = 8  # weight rows per workgroup: each x value loaded serves this many
+GEMV_X_ROWS = 8  # rows of x per pass over the weights, at most
 TILED_FROM_M = 16  # rows of x from which the decode-then-MATMUL path is taken
 
 
@@ -110,8 +111,13 @@ def _gemv_steps(
     bound as its own range where the device's offset alignment allows it, so the dispatches need no
     barrier between them (a shared binding of y would look like one write after another)."""
     p = projection
-    rows_of_x = min(p.m, GEMV_ROWS)
-    spec = (GEMV_TEAM, GEMV_ROWS, rows_of_x, ACTIVATIONS.index(p.activation))
+    rows_of_x = min(p.m, GEMV_X_ROWS)
+    vec = 4 if rows_of_x <= 2 and p.k % 32 == 0 else 2 if rows_of_x <= 4 else 1  # words per chunk: x in registers
+    team = GEMV_TEAM
+    chunks = p.k // (8 * vec)
+    while team > 1 and (team // 2 >= chunks or 4 * team * GEMV_ROWS * rows_of_x > ctx.max_shared_memory):
+        team //= 2  # no idle invocations; the partial sums fit in shared memory
+    spec = (team, GEMV_ROWS, rows_of_x, ACTIVATIONS.index(p.activation), vec)
     limit_x, limit_y, limit_z = ctx.max_groups
     gx = min(-(-p.n // GEMV_ROWS), limit_x)  # the kernel loops over further rows
     gy = -(-p.m // rows_of_x)
