@@ -57,7 +57,7 @@ def _weights(rng, *shape) -> np.ndarray:
 
 
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
-@pytest.mark.parametrize(("m", "n", "k"), [(1, 64, 128), (8, 96, 256), (3, 16, 16), (24, 40, 96)])
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 64, 128), (8, 96, 256), (3, 16, 16), (24, 40, 96), (64, 40, 96)])
 def test_projection(dev, activation, m, n, k):
     rng = np.random.default_rng(m * n + k)
     q = nvfp4.quantize(_weights(rng, n, k))

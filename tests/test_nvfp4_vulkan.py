@@ -29,12 +29,15 @@ def _every_pair() -> tuple[np.ndarray, np.ndarray]:
     return packed, scales
 
 
-def _shader_decode(dev, rows_of_x: range) -> np.ndarray:
+def _shader_decode(dev, rows_of_x: range, tiled_from_m: int | None = None) -> np.ndarray:
     """The decoded weights' columns ``rows_of_x`` as the device computes them: x is those rows of the
     16 x 16 identity, so y[i, r] = w_hat[r, i] (a one-hot dot product adds only zeros to the weight)."""
     packed, scales = _every_pair()
     x = np.eye(16, dtype=np.float32)[list(rows_of_x)]
-    exe = dev.compile(nvfp4.Projection(m=len(x), n=65536, k=16), resident_bytes=BIG)
+    with pytest.MonkeyPatch.context() as patch:
+        if tiled_from_m is not None:  # the path is chosen at load
+            patch.setattr(planning, "TILED_FROM_M", tiled_from_m)
+        exe = dev.compile(nvfp4.Projection(m=len(x), n=65536, k=16), resident_bytes=BIG)
     try:
         (y,) = exe(x, packed, scales, np.array(TENSOR_SCALE))
     finally:
@@ -54,12 +57,11 @@ def test_gemv_path_decodes_every_byte_under_every_scale_exactly(dev):
 def test_decode_then_matmul_path_decodes_every_byte_under_every_scale_exactly(dev):
     packed, scales = _every_pair()
     want = codec.decode(packed, scales.view(np.uint8), TENSOR_SCALE)
-    assert planning.TILED_FROM_M <= 16
-    np.testing.assert_array_equal(_shader_decode(dev, range(16)), want)
+    np.testing.assert_array_equal(_shader_decode(dev, range(16), tiled_from_m=16), want)
 
 
 @pytest.mark.parametrize("tensor_scale", [np.inf, -np.inf, np.nan], ids=["inf", "-inf", "nan"])
-@pytest.mark.parametrize("m", [2, 24], ids=["gemv", "tiled"])
+@pytest.mark.parametrize("m", [2, 64], ids=["gemv", "tiled"])
 def test_non_finite_tensor_scale_decodes_as_defined(dev, tensor_scale, m):
     # (e2m1 * scale) * ts element by element: zero weights become NaN under an infinite tensor scale.
     rng = np.random.default_rng(4)
@@ -78,7 +80,7 @@ def test_non_finite_tensor_scale_decodes_as_defined(dev, tensor_scale, m):
 @pytest.mark.parametrize("activation", ["none", "silu"])
 def test_expert_form_on_the_tiled_path(dev, activation):
     rng = np.random.default_rng(9)
-    experts, m, n, k = 3, 20, 24, 48
+    experts, m, n, k = 3, 64, 24, 48
     qs = [nvfp4.quantize((rng.standard_normal((n, k)) * (e + 1)).astype(np.float32)) for e in range(experts)]
     x = rng.standard_normal((experts, m, k)).astype(np.float32)
     exe = dev.compile(nvfp4.ExpertProjection(experts=experts, m=m, n=n, k=k, activation=activation))
@@ -96,10 +98,11 @@ def _shaders(plan) -> list[str]:
 
 def test_plan_takes_the_gemv_kernel_for_decode_shapes_and_matmul_for_larger_m():
     assert _shaders(planning.build(nvfp4.Projection(m=8, n=64, k=64))) == ["nvfp4_gemv"]
+    assert planning.TILED_FROM_M <= 64
     assert _shaders(planning.build(nvfp4.Projection(m=64, n=64, k=64))) == ["nvfp4_decode", "matmul"]
     silu = planning.build(nvfp4.Projection(m=64, n=64, k=64, activation="silu"))
     assert _shaders(silu) == ["nvfp4_decode", "matmul", "nvfp4_activate"]
-    experts = planning.build(nvfp4.ExpertProjection(experts=3, m=32, n=64, k=64))
+    experts = planning.build(nvfp4.ExpertProjection(experts=3, m=64, n=64, k=64))
     assert _shaders(experts) == ["nvfp4_decode"] * 3 + ["matmul"]  # the experts are MATMUL's batches
     assert _shaders(planning.build(nvfp4.ExpertProjection(experts=3, m=2, n=64, k=64))) == ["nvfp4_gemv"] * 3
 

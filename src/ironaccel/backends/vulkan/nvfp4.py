@@ -31,9 +31,9 @@ from .ops.matmul import tiled
 from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
 GEMV_TEAM = 128  # invocations splitting k per workgroup (a power of two), at most
-GEMV_ROWS = 8  # weight rows per workgroup: each x value loaded serves this many
+GEMV_ROWS = 4  # weight rows per workgroup: each x value loaded serves this many (H200: 4 beat 8 and 16)
 GEMV_X_ROWS = 8  # rows of x per pass over the weights, at most
-TILED_FROM_M = 16  # rows of x from which the decode-then-MATMUL path is taken
+TILED_FROM_M = 48  # rows of x from which decode-then-MATMUL is taken (H200: GEMV wins at 32, loses at 64)
 
 
 class _Scratch:
