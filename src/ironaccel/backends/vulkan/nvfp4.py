@@ -30,9 +30,11 @@ from .ops.common import WORKGROUP, Dispatch, Place, Step, groups
 from .ops.matmul import tiled
 from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
-GEMV_TEAM = 128  # invocations splitting k per workgroup (a power of two), at most
-GEMV_ROWS = 4  # weight rows per workgroup: each x value loaded serves this many (H200: 4 beat 8 and 16)
+GEMV_TEAM = 64  # invocations splitting k per workgroup (a power of two), at most
+GEMV_ROWS = 4  # weight rows per workgroup: each x value loaded serves this many
+# (H200, n = k = 8192, benchmarks/vulkan/NOTES.md: 64 x 4 with 2 words was among the fastest at m = 1, 2, 8)
 GEMV_X_ROWS = 8  # rows of x per pass over the weights, at most
+GEMV_VEC = 2  # packed words per invocation per weight row and step, at most (fewer with more rows of x)
 TILED_FROM_M = 48  # rows of x from which decode-then-MATMUL is taken (H200: GEMV wins at 32, loses at 64)
 
 
@@ -112,7 +114,8 @@ def _gemv_steps(
     barrier between them (a shared binding of y would look like one write after another)."""
     p = projection
     rows_of_x = min(p.m, GEMV_X_ROWS)
-    vec = 4 if rows_of_x <= 2 and p.k % 32 == 0 else 2 if rows_of_x <= 4 else 1  # words per chunk: x in registers
+    vec = 4 if rows_of_x <= 2 and p.k % 32 == 0 else 2 if rows_of_x <= 4 else 1  # x values stay in registers
+    vec = min(vec, GEMV_VEC)
     team = GEMV_TEAM
     chunks = p.k // (8 * vec)
     while team > 1 and (team // 2 >= chunks or 4 * team * GEMV_ROWS * rows_of_x > ctx.max_shared_memory):

@@ -7,9 +7,10 @@
 // invocations in chunks of 8 * VEC weights (VEC packed words): invocation t takes chunks t, t + TEAM, ...
 // For each chunk it loads the MT rows' x values once and uses them for all ROWS weight rows, so x is
 // read from memory ROWS times less often than the weights are; the ROWS word loads of one chunk are
-// independent, which keeps many bytes in flight. Each word is decoded once per MT rows of x. A word's 8
-// products are summed before its block scale multiplies them (the scale is exact: a power-of-two
-// multiple of at most 4 significant bits), and the tensor scale multiplies each result once.
+// independent, and the next chunk's words are loaded before this chunk's arithmetic, which keeps
+// many bytes in flight. Each word is decoded once per MT rows of x. A word's 8 products are summed
+// before its block scale multiplies them (the scale is exact: a power-of-two multiple of at most 4
+// significant bits), and the tensor scale multiplies each result once.
 // The invocations' partial sums are added in a fixed tree in shared memory, so a result does not
 // depend on scheduling.
 //
@@ -80,7 +81,30 @@ void main() {
                 acc[r][i] = 0.0;
             }
         }
+        // Software pipelining: the next step's packed words and scale words are loaded before this
+        // step's arithmetic, so each invocation keeps two steps of weight bytes in flight.
+        uvec4 next_words[ROWS];
+        uint next_scales[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) {
+            uint row = min(r0 + r, p.n - 1u);  // rows past n are computed but not written
+            uint c = min(t, chunks - 1u);
+            next_words[r] = chunk_words((z * p.n + row) * chunks + c);
+            next_scales[r] = scales[(((z * p.n + row) * p.k + c * VEC * 8u) / 16u) >> 2];
+        }
         for (uint c = t; c < chunks; c += TEAM) {
+            uvec4 words[ROWS];
+            uint scale_words[ROWS];
+            for (uint r = 0u; r < ROWS; ++r) {
+                words[r] = next_words[r];
+                scale_words[r] = next_scales[r];
+            }
+            if (c + TEAM < chunks) {
+                for (uint r = 0u; r < ROWS; ++r) {
+                    uint row = min(r0 + r, p.n - 1u);
+                    next_words[r] = chunk_words((z * p.n + row) * chunks + c + TEAM);
+                    next_scales[r] = scales[(((z * p.n + row) * p.k + (c + TEAM) * VEC * 8u) / 16u) >> 2];
+                }
+            }
             vec4 xs[MT][2u * VEC];
             for (uint i = 0u; i < MT; ++i) {
                 uint q = (x0 + min(m0 + i, p.m - 1u) * p.k) / 4u + c * 2u * VEC;  // rows past m: unused
@@ -89,13 +113,12 @@ void main() {
                 }
             }
             for (uint r = 0u; r < ROWS; ++r) {
-                uint row = min(r0 + r, p.n - 1u);  // rows past n are computed but not written
-                uint first = (z * p.n + row) * chunks + c;
-                uvec4 words = chunk_words(first);
+                uint row = min(r0 + r, p.n - 1u);
                 for (uint v = 0u; v < VEC; ++v) {
-                    float s = scale_of(((z * p.n + row) * p.k + (c * VEC + v) * 8u) / 16u);
-                    vec4 w0 = vec4(ia_e2m1_pair_scaled(words[v]), ia_e2m1_pair_scaled(words[v] >> 8));
-                    vec4 w1 = vec4(ia_e2m1_pair_scaled(words[v] >> 16), ia_e2m1_pair_scaled(words[v] >> 24));
+                    uint block = ((z * p.n + row) * p.k + (c * VEC + v) * 8u) / 16u;  // in the step's word
+                    float s = ia_e4m3_scale_unscaled((scale_words[r] >> ((block & 3u) * 8u)) & 0xffu);
+                    vec4 w0 = vec4(ia_e2m1_pair_scaled(words[r][v]), ia_e2m1_pair_scaled(words[r][v] >> 8));
+                    vec4 w1 = vec4(ia_e2m1_pair_scaled(words[r][v] >> 16), ia_e2m1_pair_scaled(words[r][v] >> 24));
                     if (!finite) {  // the literal definition: every weight rounded once with the tensor scale
                         w0 = (w0 * s) * ts;
                         w1 = (w1 * s) * ts;

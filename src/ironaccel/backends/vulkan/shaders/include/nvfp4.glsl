@@ -3,7 +3,6 @@
 #ifndef IRONACCEL_NVFP4_GLSL
 #define IRONACCEL_NVFP4_GLSL
 
-#include "fp8.glsl"
 #include "math.glsl"
 
 // The two E2M1 values in bits 0..7 of b (bits 0..3 first), each times 2^-14. A nibble's sign,
@@ -23,11 +22,14 @@ void ia_e2m1_block_scaled(uvec2 q, out vec4 w0, out vec4 w1, out vec4 w2, out ve
     w3 = vec4(ia_e2m1_pair_scaled(q.y >> 16), ia_e2m1_pair_scaled(q.y >> 24));
 }
 
-// A block scale byte as a float times 2^14, undoing ia_e2m1_pair_scaled's 2^-14: the product of a
+// A block scale code as a float times 2^14, undoing ia_e2m1_pair_scaled's 2^-14: the product of a
 // scaled weight and this is the exact E2M1 x E4M3 product (at most 6 significant bits, within 2^-10
-// and 2688, so no rounding, underflow or overflow).
+// and 2688, so no rounding, underflow or overflow). E4M3's sign, exponent and mantissa bits moved to
+// binary16's (bits 15, 13..10 and 9..7) are its value times 2^-8, subnormals included, so one unpack
+// and one exact multiply decode it; the NaN codes 0x7F and 0xFF would read as finite and are mapped.
 float ia_e4m3_scale_unscaled(uint code) {
-    return uintBitsToFloat(ia_e4m3_bits_to_f32_bits(code)) * 16384.0;
+    float v = unpackHalf2x16(((code & 0x7fu) << 7) | ((code & 0x80u) << 8)).x * 4194304.0;  // 2^8 * 2^14
+    return (code & 0x7fu) == 0x7fu ? ia_nan() : v;
 }
 
 // Activation codes of the projections: 0 none, 1 silu (v * sigmoid(v)), 2 sigmoid, 3 squared_relu.
