@@ -4,12 +4,15 @@ scales, and the plan's choice of kernels under the device's limits."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
 from ironaccel import nvfp4
 from ironaccel.backends.vulkan import nvfp4 as planning
 from ironaccel.backends.vulkan.ops.common import Dispatch
+from ironaccel.backends.vulkan.ops.matmul import COOP_FP16
 from ironaccel.core.errors import ResourceLimit
 from ironaccel.nvfp4 import codec
 from ironaccel.nvfp4.quantize import E4M3_DTYPE
@@ -105,6 +108,30 @@ def test_plan_takes_the_gemv_kernel_for_decode_shapes_and_matmul_for_larger_m():
     experts = planning.build(nvfp4.ExpertProjection(experts=3, m=64, n=64, k=64))
     assert _shaders(experts) == ["nvfp4_decode"] * 3 + ["matmul"]  # the experts are MATMUL's batches
     assert _shaders(planning.build(nvfp4.ExpertProjection(experts=3, m=2, n=64, k=64))) == ["nvfp4_gemv"] * 3
+
+
+def test_plan_multiplies_on_cooperative_matrices_where_the_device_has_fp16_ones():
+    tiles = frozenset({COOP_FP16})
+    plan = planning.build(nvfp4.ExpertProjection(experts=2, m=64, n=64, k=64, activation="silu"), matrix_tiles=tiles)
+    assert _shaders(plan) == ["nvfp4_decode16"] * 2 + ["nvfp4_split", "matmul_coop"] + ["nvfp4_finish"] * 2
+    coop = next(s for s in plan.steps if s.shader == "matmul_coop")
+    assert struct.unpack("<4I", coop.push)[1:] == (64, 128, 64)  # h, c = 2k ([x_hi | x_lo]), w
+    assert coop.groups[2] == 2  # the experts are the MATMUL's batches
+    # Long k: one MATMUL per slice, the slices summed in fp32 by nvfp4_finish.
+    assert planning.coop_slice(4096) == 1024 and planning.coop_slice(2032) == 16 and planning.coop_slice(96) == 96
+    sliced = planning.build(nvfp4.Projection(m=64, n=64, k=4096), matrix_tiles=tiles)
+    assert _shaders(sliced) == ["nvfp4_decode16", "nvfp4_split"] + ["matmul_coop"] * 4 + ["nvfp4_finish"]
+    assert struct.unpack("<7I", sliced.steps[-1].push)[5] == 4  # slices
+    many = planning.build(nvfp4.Projection(m=64, n=64, k=16 * 127), matrix_tiles=tiles)  # 127 slices of 16
+    assert _shaders(many)[0] == "nvfp4_decode"
+    # n not a multiple of 8 (the kernel's requirement): the fp32 path.
+    odd = planning.build(nvfp4.Projection(m=64, n=60, k=64), matrix_tiles=tiles)
+    assert _shaders(odd) == ["nvfp4_decode", "matmul"]
+    # From COOP_FROM_M rows on cooperative matrices; the fp32 path only from TILED_FROM_M.
+    m = planning.COOP_FROM_M
+    assert m < planning.TILED_FROM_M
+    assert _shaders(planning.build(nvfp4.Projection(m=m, n=64, k=64), matrix_tiles=tiles))[0] == "nvfp4_decode16"
+    assert _shaders(planning.build(nvfp4.Projection(m=m, n=64, k=64))) == ["nvfp4_gemv"]
 
 
 def test_plan_decodes_in_registers_when_the_decoded_weights_do_not_fit():

@@ -14,8 +14,8 @@ For each shape, ``y = x @ w_hat.T`` with NVFP4 weights (n = k = 8192 unless note
   the NVFP4 weights then the product, and a 1 GiB device copy for the bandwidth ceiling.
 
 Every Vulkan result is checked against act(x @ w_hat.T) in float64 (relative to the largest element).
-``--sweep`` also times the GEMV kernel's (TEAM, ROWS) alternatives at m = 1 and 8 and both paths at
-m = 16, 32, 64. Writes
+``--sweep`` also times GEMV against the MATMUL path at m = 32, 64, 128 and the cooperative-matrix
+path's k slices at m = 64 and 4096. Writes
 nvfp4.md / nvfp4.json to --out (default benchmarks/vulkan/results) and prints the table last.
 """
 
@@ -42,6 +42,7 @@ import ironaccel  # noqa: E402
 from ironaccel import nvfp4  # noqa: E402
 from ironaccel.backends.vulkan import nvfp4 as planning  # noqa: E402
 
+PATHS = {"nvfp4_gemv": "gemv", "nvfp4_decode16": "coop fp16 hi/lo", "nvfp4_decode": "decode+fp32 matmul"}
 TARGET_M1_MS = 0.013  # kernel time asked of m = 1, n = k = 8192 on the H200
 TARGET_LARGE_M = 0.5  # x cuBLAS HGEMM, from m = 64
 
@@ -83,7 +84,7 @@ def bench_projection(dev: Any, torch: Any, m: int, n: int, k: int, reps: int) ->
     try:
         program = loaded_program(dev.accelerator)
         kernel = kernel_ms(dev.accelerator, program, reps)
-        path = "gemv" if program.plan.steps[0].shader == "nvfp4_gemv" else "decode+matmul"
+        path = PATHS[program.plan.steps[0].shader]
         submit = loaded.per_run_seconds(reps) * 1e3
         err = _check(loaded.output(), x, nvfp4.dequantize(q))
     finally:
@@ -118,6 +119,7 @@ def bench_batched(dev: Any, torch: Any, batch: int, n: int, k: int, reps: int) -
     loaded = Loaded(dev, nvfp4.BatchedProjection(batch=batch, n=n, k=k), [x, q.packed, q.scales, q.tensor_scale])
     try:
         kernel = kernel_ms(dev.accelerator, loaded_program(dev.accelerator), reps)
+        loaded.finish(loaded.submit())  # the timer runs in the program's arena; y comes from a submission
         y = loaded.output()
     finally:
         loaded.close()
@@ -137,37 +139,41 @@ def bench_batched(dev: Any, torch: Any, batch: int, n: int, k: int, reps: int) -
     }
 
 
-def _time(dev: Any, q: nvfp4.QuantizedWeights, x: np.ndarray, reps: int) -> float:
+def _time(dev: Any, q: nvfp4.QuantizedWeights, x: np.ndarray, reps: int) -> tuple[float, np.ndarray]:
     n, k = q.packed.shape[0], x.shape[1]
     loaded = Loaded(dev, nvfp4.Projection(m=len(x), n=n, k=k), [x, q.packed, q.scales, q.tensor_scale])
     try:
-        return kernel_ms(dev.accelerator, loaded_program(dev.accelerator), reps)
+        ms = kernel_ms(dev.accelerator, loaded_program(dev.accelerator), reps)
+        loaded.finish(loaded.submit())
+        return ms, loaded.output()
     finally:
         loaded.close()
 
 
 def sweep(dev: Any, reps: int) -> list[dict[str, Any]]:
-    """The GEMV kernel's (TEAM, ROWS) alternatives at m = 1 and 8, then GEMV against decode + MATMUL
-    where the plan switches between them (m = 16, 32, 64)."""
+    """GEMV against the MATMUL path where the plan switches between them (m = 32, 64, 128), and the
+    cooperative-matrix path's k slice (its accuracy and its time) at m = 64 and 4096."""
     rows = []
     rng = np.random.default_rng(0)
     n = k = 8192
     q = nvfp4.quantize((rng.standard_normal((n, k)) * 0.02).astype(np.float32))
-    shipped = (planning.GEMV_TEAM, planning.GEMV_ROWS, planning.TILED_FROM_M)
+    w_hat = nvfp4.dequantize(q)
+    shipped = (planning.TILED_FROM_M, planning.COOP_SLICE)
     try:
-        for team, per in ((128, 4), (256, 4), (64, 4), (128, 2), (128, 8)):
-            planning.GEMV_TEAM, planning.GEMV_ROWS = team, per
-            for m in (1, 8):
-                x = rng.standard_normal((m, k)).astype(np.float32)
-                rows.append({"variant": f"gemv({team},{per})", "m": m, "kernel_ms": _time(dev, q, x, reps)})
-        planning.GEMV_TEAM, planning.GEMV_ROWS = shipped[:2]
-        for m in (16, 32, 64):
+        for m in (32, 64, 128):
             x = rng.standard_normal((m, k)).astype(np.float32)
-            for variant, threshold in (("gemv", 1 << 30), ("decode+matmul", 1)):
+            for variant, threshold in (("gemv", 1 << 30), ("matmul path", 1)):
                 planning.TILED_FROM_M = threshold
-                rows.append({"variant": variant, "m": m, "kernel_ms": _time(dev, q, x, reps)})
+                rows.append({"variant": variant, "m": m, "kernel_ms": _time(dev, q, x, reps)[0]})
+        planning.TILED_FROM_M = 1
+        for m in (64, 4096):
+            x = rng.standard_normal((m, k)).astype(np.float32)
+            for ks in (512, 1024, 2048, 8192):
+                planning.COOP_SLICE = ks
+                ms, y = _time(dev, q, x, reps if m < 4096 else 5)
+                rows.append({"variant": f"slice {ks}", "m": m, "kernel_ms": ms, "rel_err": _check(y, x, w_hat)})
     finally:
-        planning.GEMV_TEAM, planning.GEMV_ROWS, planning.TILED_FROM_M = shipped
+        planning.TILED_FROM_M, planning.COOP_SLICE = shipped
     return rows
 
 
@@ -200,7 +206,11 @@ def table(results: dict[str, Any]) -> str:
             lines.append(f"m = {r['m']}: {ratio:.2f}x cuBLAS HGEMM against the target {TARGET_LARGE_M}x: {verdict}.")
     if results.get("sweep"):
         lines.append("\nSweep, kernel ms (n = k = 8192):")
-        lines += [f"- {s['variant']} m={s['m']}: {s['kernel_ms']:.4f}" for s in results["sweep"]]
+        lines += [
+            f"- {s['variant']} m={s['m']}: {s['kernel_ms']:.4f}"
+            + (f" (rel err {s['rel_err']:.1e})" if "rel_err" in s else "")
+            for s in results["sweep"]
+        ]
     return "\n".join(lines)
 
 
@@ -220,7 +230,7 @@ def main() -> int:
         warm @ warm
     torch.cuda.synchronize()
     size, reps = (1024, 5) if args.quick else (8192, 50)
-    ms = [1, 8] if args.quick else [1, 2, 4, 8, 64, 4096]
+    ms = [1, 8] if args.quick else [1, 2, 4, 8, 16, 64, 4096]
     results: dict[str, Any] = {
         "device": dev.info.name,
         "date": dt.date.today().isoformat(),

@@ -183,6 +183,7 @@ class VulkanAccelerator(Accelerator):
                 limits.max_loop_iterations,
                 limits.max_shared_memory,
                 limits.max_storage_buffer_range,
+                native.device.matrix_tiles,
             )
         else:
             plan = planning.build(

@@ -5,16 +5,22 @@ result get places in one arena, in slot order, and :class:`~.program.LoadedProgr
 it like any program (submission copies the bound ranges in and out, or replays a direct recording on
 the caller's buffers, :mod:`.direct`).
 
-Two ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape:
+Three ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape and the device:
 
-* **Decode shapes** (m below TILED_FROM_M, every batched form, and any shape whose decoded weights would
+* **Decode shapes** (m below COOP_FROM_M or TILED_FROM_M, every batched form, and any shape whose decoded weights would
   not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_X_ROWS rows of x and
   decodes them in registers. These shapes are bound by the weights' bytes, which NVFP4 makes a quarter
   of fp16's.
-* **Larger m**: ``nvfp4_decode.comp`` decodes each weight matrix exactly (the CPU backend's bits) into
-  fp32 scratch, transposed to [k, n]; the fp32 MATMUL kernels of :mod:`.ops.matmul` multiply
+* **Larger m on devices with fp16 cooperative matrices** (:data:`.ops.matmul.COOP_FP16`): the weights
+  are decoded exactly to binary16 (an E2M1 value times an E4M3 scale fits it), x is split per row into
+  binary16 x_hi + x_lo after an exact power-of-two scaling, and ``matmul_coop.comp`` multiplies
+  [x_hi | x_lo] by [w; w] with fp32 sums: tensor-core speed at about fp32's accuracy.
+* **Larger m elsewhere**: ``nvfp4_decode.comp`` decodes each weight matrix exactly (the CPU backend's
+  bits) into fp32 scratch, transposed to [k, n]; the fp32 MATMUL kernels of :mod:`.ops.matmul` multiply
   (the expert form's matrices are its batches, one MATMUL for all); ``nvfp4_activate.comp`` applies the
-  activation. fp32 throughout, so every path meets the same 1e-5 relative bound against the decode.
+  activation.
+
+Every path meets the same 1e-5 relative bound against the decode.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ...nvfp4.bounds import ACTIVATIONS, Form
 from ...nvfp4.projection import ProjectionArtifact
 from .direct import VECTOR_ALIGNMENT
 from .ops.common import WORKGROUP, Dispatch, Place, Step, groups
-from .ops.matmul import tiled
+from .ops.matmul import COOP_FP16, coop, tiled
 from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
 GEMV_TEAM = 64  # invocations splitting k per workgroup (a power of two), at most
@@ -35,7 +41,14 @@ GEMV_ROWS = 4  # weight rows per workgroup: each x value loaded serves this many
 # (H200, n = k = 8192, benchmarks/vulkan/NOTES.md: 64 x 4 with 2 words was among the fastest at m = 1, 2, 8)
 GEMV_X_ROWS = 8  # rows of x per pass over the weights, at most
 GEMV_VEC = 2  # packed words per invocation per weight row and step, at most (fewer with more rows of x)
-TILED_FROM_M = 48  # rows of x from which decode-then-MATMUL is taken (H200: GEMV wins at 32, loses at 64)
+SPLIT_WORKGROUP = 256  # invocations per row of x in nvfp4_split.comp (a power of two)
+COOP_SLICE = 1024  # columns of k per cooperative-matrix MATMUL, summed in fp32 (see nvfp4_finish.comp;
+# H200, m = 64, k = 8192: relative error 1.6e-6 with 512, 3.2e-6 with 1024, 2.6e-5 unsliced)
+COOP_MAX_SLICES = 64  # beyond (k with no multiple of 16 near COOP_SLICE dividing it): the fp32 path
+# Rows of x from which a MATMUL path is taken (H200, n = k = 8192, benchmarks/vulkan/NOTES.md): the
+# cooperative-matrix path beat GEMV from m = 32, the fp32 one tied with it at 64.
+COOP_FROM_M = 32
+TILED_FROM_M = 64
 
 
 class _Scratch:
@@ -69,10 +82,12 @@ def build(
     max_loop_iterations: int | None = None,
     max_shared_memory: int = 16384,
     max_binding_bytes: int | None = None,
+    matrix_tiles: frozenset[str] = frozenset(),
 ) -> Plan:
     """The plan of ``projection`` (checked when it was read) on a device with these limits. ResourceLimit
     names the operand when one exceeds what a binding reaches (``max_binding_bytes``) or the arena what
-    one buffer holds (``max_buffer_bytes``)."""
+    one buffer holds (``max_buffer_bytes``). ``matrix_tiles``: the device's cooperative-matrix
+    configurations (with fp16 ones, larger m multiplies on them)."""
     alignment = max(ARENA_ALIGNMENT, min_offset_alignment)
     top = 0
     places: list[Place] = []
@@ -86,17 +101,27 @@ def build(
         top = _align(top + max(operand.nbytes, 1), alignment)
     inputs, (y,) = tuple(places[:-1]), places[-1:]
     steps: list[Step] | None = None
-    if projection.form is not Form.BATCHED and projection.m >= TILED_FROM_M:
+    binding_alignment = max(min_offset_alignment, VECTOR_ALIGNMENT)
+    candidates = []
+    if projection.form is not Form.BATCHED:
+        slices = projection.k // coop_slice(projection.k)
+        coop_ok = COOP_FP16 in matrix_tiles and projection.n % 8 == 0 and slices <= COOP_MAX_SLICES
+        if coop_ok and projection.m >= COOP_FROM_M:
+            candidates.append(_coop_steps)
+        if projection.m >= TILED_FROM_M:
+            candidates.append(_tiled_steps)
+    for candidate in candidates:  # the first whose scratch fits
         ctx = _Scratch(top, alignment, max_groups, max_loop_iterations, max_shared_memory)
-        steps = _tiled_steps(projection, inputs, y, ctx)
+        steps = candidate(projection, inputs, y, ctx, binding_alignment)
         widest = max(place.size for step in steps for place in (*step.reads, *step.writes))
-        if (max_binding_bytes is not None and widest > max_binding_bytes) or (
-            max_buffer_bytes is not None and ctx.top + alignment > max_buffer_bytes
+        if (max_binding_bytes is None or widest <= max_binding_bytes) and (
+            max_buffer_bytes is None or ctx.top + alignment <= max_buffer_bytes
         ):
-            steps = None  # the decoded weights do not fit: decode in registers instead
+            break
+        steps = None  # the decoded weights do not fit: decode in registers instead
     if steps is None:
         ctx = _Scratch(top, alignment, max_groups, max_loop_iterations, max_shared_memory)
-        steps = _gemv_steps(projection, inputs, y, ctx, max(min_offset_alignment, VECTOR_ALIGNMENT))
+        steps = _gemv_steps(projection, inputs, y, ctx, binding_alignment)
     arena = ctx.top + alignment  # room past the last place for whole words
     if max_buffer_bytes is not None and arena > max_buffer_bytes:
         raise ResourceLimit(
@@ -109,9 +134,7 @@ def build(
 def _gemv_steps(
     projection: ProjectionArtifact, inputs: Sequence[Place], y: Place, ctx: _Scratch, binding_alignment: int
 ) -> list[Step]:
-    """One dispatch per expert, or per z group limit of batched matrices. Each writes its own part of y,
-    bound as its own range where the device's offset alignment allows it, so the dispatches need no
-    barrier between them (a shared binding of y would look like one write after another)."""
+    """One dispatch per expert, or per z group limit of batched matrices, each writing its part of y."""
     p = projection
     rows_of_x = min(p.m, GEMV_X_ROWS)
     vec = 4 if rows_of_x <= 2 and p.k % 32 == 0 else 2 if rows_of_x <= 4 else 1  # x values stay in registers
@@ -127,33 +150,36 @@ def _gemv_steps(
     if gy > limit_y:
         raise ResourceLimit(f"{p}: {p.m} rows of x need {gy} workgroups along y; the device dispatches {limit_y}")
     x = inputs[0]
-    out_bytes = 4 * p.m * p.n  # y of one matrix
-    split = out_bytes % binding_alignment == 0
-
-    def part(first: int, count: int) -> tuple[Place, int]:
-        """The y binding of matrices [first, first + count) and the element offset the kernel adds."""
-        if not split:
-            return y, first * p.m * p.n
-        return Place("arena", y.offset + first * out_bytes, count * out_bytes), 0
-
+    matrix_bytes = 4 * p.m * p.n
     steps: list[Step] = []
     if p.form is Form.EXPERTS:
         for e in range(p.count):
             weights = tuple(inputs[1 + 3 * e : 4 + 3 * e])
-            out, y_base = part(e, 1)
+            out, y_base = _part(y, e, 1, matrix_bytes, binding_alignment)
             push = struct.pack("<6I", p.m, p.n, p.k, e * p.m * p.k, y_base, 0)
             steps.append(Dispatch("nvfp4_gemv", spec, (x, *weights), (out,), push, (gx, gy, 1)))
         return steps
     weights = tuple(inputs[1:4])
     for base in range(0, p.count, limit_z):  # the batched form's matrices, z group limit at a time
         count = min(limit_z, p.count - base)
-        out, y_base = part(base, count)
+        out, y_base = _part(y, base, count, matrix_bytes, binding_alignment)
         push = struct.pack("<6I", p.m, p.n, p.k, 0, y_base, base)
         steps.append(Dispatch("nvfp4_gemv", spec, (x, *weights), (out,), push, (gx, gy, count)))
     return steps
 
 
-def _tiled_steps(projection: ProjectionArtifact, inputs: Sequence[Place], y: Place, ctx: _Scratch) -> list[Step]:
+def _part(y: Place, first: int, count: int, matrix_bytes: int, binding_alignment: int) -> tuple[Place, int]:
+    """The binding of y for matrices [first, first + count) and the element offset a kernel adds: a range
+    of its own where the offset alignment allows it, so the dispatches of different matrices need no
+    barrier between them (a shared binding of y would look like one write after another)."""
+    if matrix_bytes % binding_alignment:
+        return y, first * matrix_bytes // 4
+    return Place("arena", y.offset + first * matrix_bytes, count * matrix_bytes), 0
+
+
+def _tiled_steps(
+    projection: ProjectionArtifact, inputs: Sequence[Place], y: Place, ctx: _Scratch, binding_alignment: int
+) -> list[Step]:
     p = projection
     decoded = ctx.scratch(4 * p.count * p.k * p.n)
     steps: list[Step] = []
@@ -169,6 +195,56 @@ def _tiled_steps(projection: ProjectionArtifact, inputs: Sequence[Place], y: Pla
         push = struct.pack("<I", count)
         steps.append(Dispatch("nvfp4_activate", (WORKGROUP, act), (product,), (y,), push, groups(count, ctx)))
     return steps
+
+
+def _coop_steps(
+    projection: ProjectionArtifact, inputs: Sequence[Place], y: Place, ctx: _Scratch, binding_alignment: int
+) -> list[Step]:
+    """x split into binary16 [x_hi | x_lo] per row (``nvfp4_split.comp``), the weights decoded exactly to
+    binary16 and stacked [w; w] (``nvfp4_decode16.comp``), both cut along k into slices of at most
+    COOP_SLICE columns; one cooperative-matrix MATMUL per slice (the experts are its batches); then the
+    slices summed in fp32, the row scaling undone, the tensor scale and the activation
+    (``nvfp4_finish.comp``)."""
+    p = projection
+    rows = p.count * p.m
+    ks = coop_slice(p.k)
+    slices = p.k // ks
+    a_words = _align(rows * ks * 4, ctx.alignment) // 4  # one slice of [x_hi | x_lo]: rows x 2 ks halves
+    w_words = _align(p.count * ks * p.n * 4, ctx.alignment) // 4  # one slice of every matrix's [w; w]
+    c_floats = _align(rows * p.n * 4, ctx.alignment) // 4  # one slice's MATMUL results
+    split = ctx.scratch(4 * a_words * slices)
+    stacked = ctx.scratch(4 * w_words * slices)
+    rowscale = ctx.scratch(4 * rows)
+    product = ctx.scratch(4 * c_floats * slices)
+    steps: list[Step] = []
+    for e in range(p.count):
+        weights = tuple(inputs[1 + 3 * e : 4 + 3 * e])
+        push = struct.pack("<5I", p.n, p.k, ks, e * ks * p.n, w_words)
+        count = p.n // 2 * (p.k // 16)
+        steps.append(Dispatch("nvfp4_decode16", (WORKGROUP,), weights, (stacked,), push, groups(count, ctx)))
+    push = struct.pack("<4I", rows, p.k, ks, a_words)
+    groups_x = (min(rows, ctx.max_groups[0]), 1, 1)
+    steps.append(Dispatch("nvfp4_split", (SPLIT_WORKGROUP,), (inputs[0],), (split, rowscale), push, groups_x))
+    for s in range(slices):
+        a = Place("arena", split.offset + 4 * a_words * s, 2 * rows * 2 * ks)
+        w = Place("arena", stacked.offset + 4 * w_words * s, 2 * p.count * 2 * ks * p.n)
+        c = Place("arena", product.offset + 4 * c_floats * s, 4 * rows * p.n)
+        steps += coop(ctx, p.count, p.m, 2 * ks, p.n, (a, w), c)  # type: ignore[arg-type]
+    act = ACTIVATIONS.index(p.activation)
+    for e in range(p.count):
+        out, y_base = _part(y, e, 1, 4 * p.m * p.n, binding_alignment)
+        push = struct.pack("<7I", p.m * p.n, p.n, e * p.m * p.n, e * p.m, y_base, slices, c_floats)
+        reads = (product, rowscale, inputs[3 + 3 * e])
+        steps.append(Dispatch("nvfp4_finish", (WORKGROUP, act), reads, (out,), push, groups(p.m * p.n, ctx)))
+    return steps
+
+
+def coop_slice(k: int) -> int:
+    """Columns of k per cooperative-matrix MATMUL: the largest multiple of 16 dividing k, at most
+    COOP_SLICE (k itself when it is no longer)."""
+    if k <= COOP_SLICE:
+        return k
+    return max(c for c in range(16, COOP_SLICE + 1, 16) if k % c == 0)
 
 
 def _align(n: int, alignment: int) -> int:

@@ -126,7 +126,7 @@ def _matmul(ctx: LoweringContext) -> list[Step]:
         target = wide
     reads = (ctx.place(a), ctx.place(b))
     if fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
-        steps = _coop(ctx, n, h, c, w, reads, target)
+        steps = coop(ctx, n, h, c, w, reads, target)
     else:
         steps = tiled(ctx, n, h, c, w, reads, target, fp16_in)
     return [*steps, *after]
@@ -166,7 +166,7 @@ def tiled(
     return steps
 
 
-def _coop(
+def coop(
     ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place
 ) -> list[Step]:
     gx, gy = -(-w // COOP_TILE[1]), -(-h // COOP_TILE[0])
