@@ -7,8 +7,8 @@ the caller's buffers, :mod:`.direct`).
 
 Three ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape and the device:
 
-* **Decode shapes** (m below COOP_FROM_M or TILED_FROM_M, every batched form, and any shape whose decoded weights would
-  not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_X_ROWS rows of x and
+* **Decode shapes** (m below COOP_FROM_M or TILED_FROM_M, every batched form, and any shape whose
+  decoded weights would not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_X_ROWS rows of x and
   decodes them in registers. These shapes are bound by the weights' bytes, which NVFP4 makes a quarter
   of fp16's.
 * **Larger m on devices with fp16 cooperative matrices** (:data:`.ops.matmul.COOP_FP16`): the weights
