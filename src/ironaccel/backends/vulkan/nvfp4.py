@@ -8,9 +8,9 @@ the caller's buffers, :mod:`.direct`).
 Three ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape and the device:
 
 * **Decode shapes** (m below COOP_FROM_M or TILED_FROM_M, every batched form, and any shape whose
-  decoded weights would not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per GEMV_X_ROWS rows of x and
-  decodes them in registers. These shapes are bound by the weights' bytes, which NVFP4 makes a quarter
-  of fp16's.
+  decoded weights would not fit the arena): ``nvfp4_gemv.comp`` reads the packed weights once per
+  GEMV_X_ROWS rows of x and decodes them in registers. These shapes are bound by the weights' bytes,
+  which NVFP4 makes a quarter of fp16's.
 * **Larger m on devices with fp16 cooperative matrices** (:data:`.ops.matmul.COOP_FP16`): the weights
   are decoded exactly to binary16 (an E2M1 value times an E4M3 scale fits it), x is split per row into
   binary16 x_hi + x_lo after an exact power-of-two scaling, and ``matmul_coop.comp`` multiplies
