@@ -174,27 +174,18 @@ class VulkanAccelerator(Accelerator):
     def _load(self, context: Any, program: Any) -> tuple[Any, int]:
         native = self._native
         limits = native.device.limits
-        if isinstance(program, ProjectionArtifact):
-            plan = nvfp4.build(
-                program,
-                limits.min_storage_buffer_offset_alignment,
-                limits.max_group_count,
-                min(limits.max_memory_allocation, limits.max_buffer_size),
-                limits.max_loop_iterations,
-                limits.max_shared_memory,
-                limits.max_storage_buffer_range,
-                native.device.matrix_tiles,
-            )
+        device_limits: dict[str, Any] = {
+            "min_offset_alignment": limits.min_storage_buffer_offset_alignment,
+            "max_groups": limits.max_group_count,
+            "max_buffer_bytes": min(limits.max_memory_allocation, limits.max_buffer_size),
+            "max_loop_iterations": limits.max_loop_iterations,
+            "max_shared_memory": limits.max_shared_memory,
+            "matrix_tiles": native.device.matrix_tiles,
+        }
+        if isinstance(program, ProjectionArtifact):  # an NVFP4 projection (ADR 0012)
+            plan = nvfp4.build(program, max_binding_bytes=limits.max_storage_buffer_range, **device_limits)
         else:
-            plan = planning.build(
-                program,
-                limits.min_storage_buffer_offset_alignment,
-                limits.max_group_count,
-                min(limits.max_memory_allocation, limits.max_buffer_size),
-                limits.max_loop_iterations,
-                limits.max_shared_memory,
-                native.device.matrix_tiles,
-            )
+            plan = planning.build(program, **device_limits)
         loaded = LoadedProgram(native.memory, native.kernels, plan)
         with native.lock:
             native.programs.add(loaded)
