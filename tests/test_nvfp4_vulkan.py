@@ -8,8 +8,11 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ironaccel import nvfp4
+from ironaccel.backends.cpu.nvfp4 import ProjectionRunner
 from ironaccel.backends.vulkan import nvfp4 as planning
 from ironaccel.backends.vulkan.ops.common import Dispatch
 from ironaccel.backends.vulkan.ops.matmul import COOP_FP16
@@ -164,3 +167,37 @@ def test_expert_dispatches_write_their_own_rows_where_the_alignment_allows():
     # 20-byte rows cannot start a binding: every dispatch binds all of y, ordered by barriers.
     shared = planning.build(nvfp4.ExpertProjection(experts=4, m=1, n=5, k=32))
     assert len({s.writes[0] for s in shared.steps}) == 1 and all(b is not None for b in shared.barriers[1:])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    form=st.sampled_from(["single", "batched", "experts"]),
+    m=st.sampled_from([1, 3, 9, 70]),  # one pass, several passes of GEMV_X_ROWS, a MATMUL path
+    n=st.sampled_from([1, 3, 5, 8, 17]),  # partial workgroups of rows; rows of y too short to bind apart
+    k=st.integers(1, 8).map(lambda b: 16 * b),
+    count=st.integers(1, 3),
+    activation=st.sampled_from(list(nvfp4.ACTIVATIONS)),
+    seed=st.integers(0, 2**16),
+)
+def test_any_shape_and_form_matches_the_cpu_backend(dev, form, m, n, k, count, activation, seed):
+    rng = np.random.default_rng(seed)
+    if form == "single":
+        projection = nvfp4.Projection(m=m, n=n, k=k, activation=activation)
+        qs = [nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32))]
+        x = rng.standard_normal((m, k)).astype(np.float32)
+    elif form == "batched":
+        projection = nvfp4.BatchedProjection(batch=count, n=n, k=k, activation=activation)
+        qs = [nvfp4.quantize(rng.standard_normal((count, n, k)).astype(np.float32))]
+        x = rng.standard_normal((count, k)).astype(np.float32)
+    else:
+        projection = nvfp4.ExpertProjection(experts=count, m=m, n=n, k=k, activation=activation)
+        qs = [nvfp4.quantize(rng.standard_normal((n, k)).astype(np.float32)) for _ in range(count)]
+        x = rng.standard_normal((count, m, k)).astype(np.float32)
+    operands = [a for q in qs for a in q.operands]
+    exe = dev.compile(projection, resident_bytes=BIG)
+    try:
+        (y,) = exe(x, *operands)
+    finally:
+        exe.close()
+    (want,) = ProjectionRunner(projection).run([x, *operands])  # the CPU backend's oracle
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
