@@ -61,10 +61,6 @@ uvec4 chunk_words(uint chunk) {  // the VEC packed words of a chunk (index in ch
     return uvec4(packed1[chunk], 0u, 0u, 0u);
 }
 
-float scale_of(uint block) {  // block scale times 2^14 (include/nvfp4.glsl)
-    return ia_e4m3_scale_unscaled((scales[block >> 2] >> ((block & 3u) * 8u)) & 0xffu);
-}
-
 void main() {
     uint t = gl_LocalInvocationID.x;
     uint z = p.z_base + gl_WorkGroupID.z;
