@@ -210,6 +210,28 @@ def test_matmul_int8_with_zero_points(dev, shape, a_zp, b_zp):
     _assert_equal(got, want, "MATMUL")
 
 
+def test_int8_matmul_longer_than_a_driver_loop_cap_is_split_and_exact(dev):
+    """lavapipe stops an invocation after 65535 loop iterations: C = 65538 runs as slices whose int32
+    sums reduce_int.comp adds (the conformance suite's MATMUL 1x2x65538 case)."""
+    from ironaccel.backends.vulkan import plan as planning
+    from ironaccel.tosa import ProgramBuilder
+
+    rng = np.random.default_rng(RNG_SEED + 5)
+    x, y = _ints(rng, (1, 2, 65538), np.int8), _ints(rng, (1, 65538, 3), np.int8)
+    x[...], y[...] = 127, -128  # every product the same sign: the sum runs far past int16 and wraps nowhere
+
+    def build(b, u, v):
+        return b.matmul(u, v, b.const(np.array([-1]), "int8"), b.const(np.array([2]), "int8"))
+
+    b = ProgramBuilder()
+    b.output(build(b, b.input("a", x.shape, "int8"), b.input("b", y.shape, "int8")))
+    shaders = [s.shader for s in planning.build(b.build(), max_loop_iterations=65535).steps]
+    assert shaders == ["matmul_int", "reduce_int"]
+    got, want = run_both(dev, build, [x, y])
+    _assert_equal(got, want, "MATMUL")
+    assert int(np.asarray(want[0])[0, 0, 0]) == 65538 * 128 * -130
+
+
 def test_int8_matmul_takes_cooperative_matrices_only_where_listed():
     from ironaccel.backends.vulkan import plan as planning
     from ironaccel.backends.vulkan.ops.integer_tensor import COOP_INT8

@@ -47,10 +47,33 @@ def matmul(ctx: LoweringContext) -> list[Step]:
     if COOP_INT8 in ctx.matrix_tiles and c % 16 == 0 and w % 16 == 0 and all(z is not None for z in zps):
         za, zb = (int(np.asarray(z).reshape(-1)[0]) for z in zps)
         return _coop(ctx, n, h, c, w, (ctx.place(a), ctx.place(b)), ctx.place(out), za, zb)
-    _check_loops(ctx, c * -(-out.size // (groups(out.size, ctx)[0] * WORKGROUP)))
-    push = words(out.size, h, c, b.shape[2])
     reads = tuple(ctx.place(t) for t in (a, b, a_zp, b_zp))
-    return [Dispatch("matmul_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+    limit = ctx.max_loop_iterations
+    if limit is None or c * -(-out.size // (groups(out.size, ctx)[0] * WORKGROUP)) <= limit:
+        push = words(out.size, h, c, w, c, 1)
+        return [Dispatch("matmul_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+    # Split-k under a driver's loop cap: slices of at most half the cap, their int32 sums added after
+    # (wrapping addition is associative, so the result is the same exact sum narrowed to int32).
+    length = limit // 2
+    slices = -(-c // length)
+    count = out.size * slices
+    _check_loops(ctx, length * -(-count // (groups(count, ctx)[0] * WORKGROUP)))
+    partial = ctx.scratch(4 * count)
+    reduce_grid = word_groups(out.size, 4, ctx)
+    _check_loops(ctx, slices * -(-out.size // (reduce_grid[0] * WORKGROUP)))
+    return [
+        Dispatch(
+            "matmul_int", (WORKGROUP,), reads, (partial,), words(out.size, h, c, w, length, slices), groups(count, ctx)
+        ),
+        Dispatch(
+            "reduce_int",
+            (WORKGROUP, REDUCE_OPCODES[Op.REDUCE_SUM], 4),
+            (partial,),
+            (ctx.place(out),),
+            struct.pack("<3I", 1, slices, out.size),
+            reduce_grid,
+        ),
+    ]
 
 
 def _coop(

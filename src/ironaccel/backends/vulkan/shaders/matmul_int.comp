@@ -3,6 +3,10 @@
 // invocation per output walking C in order. int32 products and sums wrap (an int32 accumulator that
 // overflows is a REQUIRE violation, and the low 32 bits of a sum do not depend on its order), so the
 // result is the CPU backend's exact sum narrowed to int32.
+//
+// Split-k, where a driver caps the loop iterations of an invocation below C: invocation g computes slice
+// s = g / (N * H * W) of output g mod (N * H * W), the sum over C in [s KS, (s + 1) KS), into slice s of
+// the output binding ([S, N, H, W]); reduce_int.comp adds the slices (wrapping, so still exact).
 #extension GL_GOOGLE_include_directive : require
 #include "include/elementwise.glsl"
 
@@ -19,6 +23,8 @@ layout(push_constant, std430) uniform Params {
     uint H;
     uint C;
     uint W;
+    uint KS;      // C per slice (C itself without split-k)
+    uint slices;
 } p;
 
 int at(uint word, uint i) {
@@ -28,18 +34,21 @@ int at(uint word, uint i) {
 void main() {
     int za = at(azp[0], 0u);
     int zb = at(bzp[0], 0u);
-    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += GRID_STRIDE) {
+    for (uint g = gl_GlobalInvocationID.x; g < p.n * p.slices; g += GRID_STRIDE) {
+        uint slice = g / p.n;
+        uint i = g - slice * p.n;
         uint w = i % p.W;
         uint nh = i / p.W;
         uint batch = nh / p.H;
         uint a0 = nh * p.C;
         uint b0 = batch * p.C * p.W + w;
         int acc = 0;
-        for (uint c = 0u; c < p.C; ++c) {
+        uint end = min(p.C, (slice + 1u) * p.KS);
+        for (uint c = slice * p.KS; c < end; ++c) {
             uint ia = a0 + c;
             uint ib = b0 + c * p.W;
             acc += (at(aw[ia >> 2u], ia) - za) * (at(bw[ib >> 2u], ib) - zb);
         }
-        outv[i] = acc;
+        outv[g] = acc;
     }
 }
