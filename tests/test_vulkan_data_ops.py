@@ -91,6 +91,21 @@ def test_gather_and_scatter(dev):
     _exact(dev, lambda b, v, i, u: b.scatter(v, i, u), [values, unique, updates])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32], ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("c", [1, 3, 6], ids=lambda c: f"C{c}")  # elements of one word from several rows
+def test_gather_and_scatter_of_every_integer_width(dev, dtype, c):
+    """Narrow elements: GATHER writes whole words, SCATTER sets its bytes of a word with atomics while
+    neighbours in the same word are written by other invocations."""
+    rng = np.random.default_rng(RNG_SEED + c)
+    info = np.iinfo(dtype)
+    values = rng.integers(info.min, info.max, (3, 11, c), endpoint=True).astype(dtype)
+    indices = rng.integers(0, 11, (3, 7)).astype(np.int32)
+    updates = rng.integers(info.min, info.max, (3, 7, c), endpoint=True).astype(dtype)
+    unique = np.stack([rng.permutation(11)[:7] for _ in range(3)]).astype(np.int32)
+    _exact(dev, lambda b, v, i: b.gather(v, i), [values, indices])
+    _exact(dev, lambda b, v, i, u: b.scatter(v, i, u), [values, unique, updates])
+
+
 def test_gather_out_of_range_indices_stay_inside_the_tensor(dev):
     """An index outside [0, K) is unpredictable in TOSA; the kernel must still touch only the tensors."""
     values = normal(np.random.default_rng(RNG_SEED), (2, 4, 3))

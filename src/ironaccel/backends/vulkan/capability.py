@@ -286,7 +286,10 @@ INT_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
         op: _ints(*LAYOUT_TYPES)
         for op in (Op.RESHAPE, Op.IDENTITY, Op.TRANSPOSE, Op.SLICE, Op.PAD, Op.TILE, Op.REVERSE, Op.CONCAT)
     },
-    **{op: (Signature.of(index_t="int32", in_out_t="int32"),) for op in (Op.GATHER, Op.SCATTER)},
+    **{
+        op: tuple(Signature.of(index_t="int32", in_out_t=t) for t in ("int8", "int16", "int32"))
+        for op in (Op.GATHER, Op.SCATTER)
+    },
     Op.CAST: tuple(Signature.of(in_t=i, out_t=o) for i in LAYOUT_TYPES for o in LAYOUT_TYPES if i != o),
 }
 # RESCALE's rounding modes beyond single rounding: DOUBLE_ROUND is computed as specified, INEXACT_ROUND

@@ -1,4 +1,5 @@
-"""GATHER and SCATTER of fp32 along K ([N, K, C] values, int32 [N, W] indices): ``gather.comp``.
+"""GATHER and SCATTER along K ([N, K, C] values, int32 [N, W] indices): ``gather.comp``, moving fp32,
+int32, int16 or int8 elements as they are (the narrow float types are widened around it, :mod:`.fp16`).
 
 SCATTER copies values_in into the output, then writes each input row where its index points. An index
 outside [0, K), or (for SCATTER) two writes to one position, is a REQUIRE violation: the result is
@@ -11,7 +12,7 @@ import struct
 
 from ....tosa.operators import Op
 from . import lowering
-from .common import WORKGROUP, Copy, Dispatch, LoweringContext, Step, groups
+from .common import WORKGROUP, Copy, Dispatch, LoweringContext, Step, element_bytes, groups, word_groups
 
 
 @lowering(Op.GATHER)
@@ -24,7 +25,9 @@ def gather(ctx: LoweringContext) -> list[Step]:
     w = indices.shape[1]
     push = struct.pack("<4I", out.size, k, w, c)
     reads = (ctx.place(values), ctx.place(indices))
-    return [Dispatch("gather", (WORKGROUP, 0), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+    es = element_bytes(out)
+    spec = (WORKGROUP, 0, es)
+    return [Dispatch("gather", spec, reads, (ctx.place(out),), push, word_groups(out.size, es, ctx))]
 
 
 @lowering(Op.SCATTER)
@@ -42,5 +45,6 @@ def scatter(ctx: LoweringContext) -> list[Step]:
         w = indices.shape[1]
         push = struct.pack("<4I", updates.size, k, w, c)
         reads = (ctx.place(indices), ctx.place(updates))
-        steps.append(Dispatch("gather", (WORKGROUP, 1), reads, (dst,), push, groups(updates.size, ctx)))
+        spec = (WORKGROUP, 1, element_bytes(out))
+        steps.append(Dispatch("gather", spec, reads, (dst,), push, groups(updates.size, ctx)))
     return steps
