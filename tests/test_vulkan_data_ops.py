@@ -147,6 +147,21 @@ def test_resize(dev, mode, xs, scale, offset, wanted):
         assert np.all(np.abs(got.astype(np.float64) - want) <= tol)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize(("xs", "scale", "offset", "wanted"), RESIZE, ids=str)
+def test_resize_int8_is_exact(dev, mode, xs, scale, offset, wanted):
+    """PRO-INT: int8 in, int8 (NEAREST) or the int32 weighted sum (BILINEAR) out, bit for bit."""
+    (y_n, y_d, x_n, x_d), (_, ih, iw, _) = scale, xs
+    border = (_border(ih, y_n, y_d, offset[0], wanted[0]), _border(iw, x_n, x_d, offset[1], wanted[1]))
+    x = np.random.default_rng(RNG_SEED).integers(-128, 127, xs, endpoint=True).astype(np.int8)
+    x.flat[:2] = -128, 127
+    out = "int8" if mode == "nearest" else "int32"
+    (got,), (want,) = run_both(dev, lambda b, a: b.resize(a, scale, offset, border, mode=mode, out_dtype=out), [x])
+    assert want.dtype == (np.int8 if mode == "nearest" else np.int32)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 CAST_FROM_FP32 = np.concatenate(
     [
         SPECIAL,

@@ -321,10 +321,12 @@ class OperatorMethods:
         border: Any = (0, 0),
         *,
         mode: str,
+        out_dtype: str | None = None,
         name: str | None = None,
     ) -> Value:
-        """RESIZE (``mode`` "nearest" or "bilinear"); scale is (y_n, y_d, x_n, x_d)."""
-        return self.op(Op.RESIZE, [input, scale, offset, border], mode=mode, name=name)
+        """RESIZE (``mode`` "nearest" or "bilinear"); scale is (y_n, y_d, x_n, x_d). ``out_dtype`` where
+        the input type allows several (int8: int8 for NEAREST, int32 for BILINEAR)."""
+        return self.op(Op.RESIZE, [input, scale, offset, border], mode=mode, name=name, out_dtype=out_dtype)
 
     def cast(self, input: Operand, out_dtype: str | DType, *, name: str | None = None) -> Value:
         """CAST to ``out_dtype`` (one of the pairs of the table)."""

@@ -291,6 +291,7 @@ INT_SIGNATURES: dict[Op, tuple[Signature, ...]] = {
         for op in (Op.GATHER, Op.SCATTER)
     },
     Op.CAST: tuple(Signature.of(in_t=i, out_t=o) for i in LAYOUT_TYPES for o in LAYOUT_TYPES if i != o),
+    Op.RESIZE: tuple(Signature.of(resize_t="int16", in_t="int8", out_t=t) for t in ("int8", "int32")),
 }
 # RESCALE's rounding modes beyond single rounding: DOUBLE_ROUND is computed as specified, INEXACT_ROUND
 # as single rounding (a single-rounded result always meets its bound), both as in the CPU backend.

@@ -1,4 +1,5 @@
-"""RESIZE of fp32 NHWC images, NEAREST and BILINEAR: ``resize.comp``, one invocation per output.
+"""RESIZE of NHWC images, NEAREST and BILINEAR: fp32 by ``resize.comp``, one invocation per output;
+int8 (to int8 for NEAREST, int32 for BILINEAR) by ``resize_int.comp``, in the specification's integers.
 
 Scale, offset and border are compile-time shape constants read here; the kernel follows the
 specification's arithmetic (integer positions, the fraction rounded once to fp32; see the shader).
@@ -10,9 +11,10 @@ import numpy as np
 
 from ....core.errors import InternalError
 from ....tosa.attributes import ResizeMode
+from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from . import lowering
-from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, words
+from .common import WORKGROUP, Dispatch, LoweringContext, Step, element_bytes, groups, word_groups, words
 
 
 def _ints(ctx: LoweringContext, index: int) -> list[int]:
@@ -31,5 +33,9 @@ def resize(ctx: LoweringContext) -> list[Step]:
     _, ih, iw, c = x.shape
     _, oh, ow, _ = out.shape
     push = words(out.size, ih, iw, c, oh, ow, *scale, *offset)
-    spec = (WORKGROUP, int(ctx.operator.attribute.mode == ResizeMode.BILINEAR))
-    return [Dispatch("resize", spec, (ctx.place(x),), (ctx.place(out),), push, groups(out.size, ctx))]
+    bilinear = int(ctx.operator.attribute.mode == ResizeMode.BILINEAR)
+    if x.dtype is DType.INT8:
+        es = element_bytes(out)
+        spec = (WORKGROUP, bilinear, es)
+        return [Dispatch("resize_int", spec, (ctx.place(x),), (ctx.place(out),), push, word_groups(out.size, es, ctx))]
+    return [Dispatch("resize", (WORKGROUP, bilinear), (ctx.place(x),), (ctx.place(out),), push, groups(out.size, ctx))]
