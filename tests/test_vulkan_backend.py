@@ -335,7 +335,12 @@ def test_the_descriptor_lists_exactly_what_is_lowered():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda b, x: b.gather(b.reshape(b.cast(x, "int8"), (1, 2, 3)), b.const([[1, 0]], "int32")), "GATHER"),
+        (
+            lambda b, x: b.resize(
+                b.reshape(b.cast(x, "int16"), (1, 2, 3, 1)), (2, 1, 2, 1), mode="nearest", out_dtype="int16"
+            ),
+            "RESIZE",
+        ),
         (lambda b, x: b.matmul(*(b.reshape(b.cast(x, "int16"), s) for s in ((1, 2, 3), (1, 3, 2)))), "MATMUL"),
         (lambda b, x: b.op("RFFT2D", [b.reshape(b.pad(x, [0, 0, 0, 1], 0.0), (1, 2, 4))])[0], "RFFT2D"),
     ],
