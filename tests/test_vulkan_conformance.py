@@ -64,10 +64,10 @@ def _program(dtype: str, op: str = "add"):
     return b.build()
 
 
-def _resize_int8():
+def _resize_int16():
     b = ProgramBuilder()
-    x = b.input("x", (1, 2, 2, 1), "int8")
-    b.output(b.op("RESIZE", [x, (2, 1, 2, 1), (0, 0), (0, 0)], mode="nearest", out_dtype="int8"))
+    x = b.input("x", (1, 2, 2, 1), "int16")
+    b.output(b.op("RESIZE", [x, (2, 1, 2, 1), (0, 0), (0, 0)], mode="nearest", out_dtype="int16"))
     return b.build()
 
 
@@ -77,22 +77,22 @@ def test_applicability_follows_the_descriptor(tmp_path):
     assert descriptor.name == "vulkan-float-int"
     fp32 = _test_dir(tmp_path, _program("fp32"))
     fp16 = _test_dir(tmp_path, _program("fp16"))
-    int8_resize = _resize_int8()  # PRO-INT's, not lowered
-    int8 = _test_dir(tmp_path, int8_resize, operator="RESIZE", profiles=["tosa-pro-int"])
-    int8_negative = _test_dir(tmp_path, int8_resize, negative=True, operator="RESIZE", profiles=["tosa-pro-int"])
+    int16_resize = _resize_int16()  # the INT16 extension's, not lowered
+    int16 = _test_dir(tmp_path, int16_resize, operator="RESIZE", profiles=["tosa-pro-int"])
+    int16_negative = _test_dir(tmp_path, int16_resize, negative=True, operator="RESIZE", profiles=["tosa-pro-int"])
     bf16 = _test_dir(tmp_path, _program("fp32"), extensions=["tosa-ext-bf16"])
     int_only = _test_dir(tmp_path, _program("int32"), profiles=["tosa-pro-int"])
     fft = _test_dir(tmp_path, _program("fp32"), negative=True, operator="FFT2D")
     assert applicability.reason(fp32, descriptor) is None
     assert applicability.reason(fp16, descriptor) is None
-    assert "int8" in applicability.reason(int8, descriptor)
-    assert applicability.reason(int8_negative, descriptor) is None  # RESIZE is offered: it must reject it
+    assert "int16" in applicability.reason(int16, descriptor)
+    assert applicability.reason(int16_negative, descriptor) is None  # RESIZE is offered: it must reject it
     assert applicability.reason(bf16, descriptor) is None  # the BF16 tier is advertised too
     assert applicability.reason(int_only, descriptor) is None  # the integer tier is advertised too
     assert applicability.reason(fft, descriptor) == "FFT2D not offered"
-    infos = [CaseInfo.of(p) for p in (fp32, fp16, int8, int8_negative, bf16)]
+    infos = [CaseInfo.of(p) for p in (fp32, fp16, int16, int16_negative, bf16)]
     run, skipped = applicability.split(infos, descriptor)
-    assert [i.path for i in run] == [fp32, fp16, int8_negative, bf16]
+    assert [i.path for i in run] == [fp32, fp16, int16_negative, bf16]
     assert all(applicability.is_not_applicable(o) and not o.passed for o in skipped)
 
 
