@@ -25,7 +25,7 @@ from ironaccel.conformance.report import Report
 from ironaccel.conformance.runner import CaseInfo, Outcome, select
 from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, write
 from ironaccel.tosa.builder import ProgramBuilder
-from tosa_fixtures import CACHE, require_tosa_tools
+from tosa_fixtures import run_conformance
 
 pytest.importorskip("ironaccel.backends.cpu.accelerator")
 
@@ -185,18 +185,11 @@ FP_ONLY = (
 )
 def test_bounded_subset_of_the_suite_passes_on_cpu(tmp_path, profile, operators):
     """A few tests of every operator (each output type, negatives included) through Arm's runner."""
-    require_tosa_tools()
-    report = tmp_path / "report"
-    code = cli(
-        [
-            *("conformance", "--device", "cpu", "--profile", profile, "--per-operator", "3"),
-            *(("--operators", *operators) if operators else ()),
-            *("--cache", str(CACHE), "--report", str(report), "-j", "2"),
-        ]
+    text, cases = run_conformance(
+        tmp_path / "report",
+        *("--device", "cpu", "--profile", profile, "--per-operator", "3", "-j", "2"),
+        *(("--operators", *operators) if operators else ()),
     )
-    text = (report / "report.md").read_text()
-    assert code == 0, text[text.find("## Failures") :][:3000]
-    cases = list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
     operators_run = {c.get("classname") for c in cases}
     assert len(operators_run) >= (len(operators) or 50)
     assert "| negative (rejected) |" in text

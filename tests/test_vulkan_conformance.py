@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from ironaccel.backends.vulkan import capability, open_accelerator
-from ironaccel.cli.main import main as cli
 from ironaccel.conformance import applicability
 from ironaccel.conformance.runner import CaseInfo
 from ironaccel.core.errors import Unsupported
 from ironaccel.core.settings import Settings
 from ironaccel.tosa import ProgramBuilder, write
-from tosa_fixtures import CACHE, require_tosa_tools
+from tosa_fixtures import run_conformance
 
 DEVICE = "vulkan:lavapipe"
 _FP16 = re.compile(r"(^|[_x])f16")  # the suite's test names spell fp16 tensors f16 (bf16 is not one)
@@ -124,17 +122,12 @@ def test_the_tier_has_every_base_pro_fp_operator():
 @pytest.mark.tosa_tools
 def test_bounded_subset_of_the_suite_passes_on_lavapipe(tmp_path):
     """A few tests of every advertised operator (each output type, negatives included), through Arm's runner."""
-    require_tosa_tools()
-    report = tmp_path / "report"
-    argv = [
-        *("conformance", "--device", DEVICE, "--profile", "pro-fp", "--per-operator", "6"),
+    text, cases = run_conformance(
+        tmp_path / "report",
+        *("--device", DEVICE, "--profile", "pro-fp", "--per-operator", "6", "-j", "2"),
         # The tiers take no extension (bf16, fp8, fft, ...): the suite is generated without them.
-        *("--extension", "none", "--cache", str(CACHE), "--report", str(report), "-j", "2"),
-    ]
-    code = cli(argv)
-    text = (report / "report.md").read_text()
-    assert code == 0, text[text.find("## Failures") :][:3000]
-    cases = list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
+        *("--extension", "none"),
+    )
     ran = [c for c in cases if c.find("skipped") is None]
     operators_run = {c.get("classname").removeprefix("tosa.").upper() for c in ran}
     offered = {op.name for op in capability.OPERATORS} - {"CONST_SHAPE"}  # no test of its own
@@ -158,17 +151,12 @@ EXTENSION_OPERATORS = ("cast", "matmul", "avg_pool2d")
 def test_bounded_bf16_and_fp8_extension_tests_pass_on_lavapipe(tmp_path):
     """The BF16 and FP8 tiers judged by the suite's extension tests (positive and negative) of a few
     operators; ``make conformance-vulkan-float`` runs all of them."""
-    require_tosa_tools()
-    report = tmp_path / "report"
-    argv = [
-        *("conformance", "--device", DEVICE, "--profile", "pro-fp", "--per-operator", "8"),
+    _, cases = run_conformance(
+        tmp_path / "report",
+        *("--device", DEVICE, "--profile", "pro-fp", "--per-operator", "8", "-j", "2"),
         *("--extension", "bf16", "--extension", "fp8e4m3", "--extension", "fp8e5m2"),
-        *("--operators", *EXTENSION_OPERATORS, "--cache", str(CACHE), "--report", str(report), "-j", "2"),
-    ]
-    code = cli(argv)
-    text = (report / "report.md").read_text()
-    assert code == 0, text[text.find("## Failures") :][:3000]
-    cases = [c for c in ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase")]
+        *("--operators", *EXTENSION_OPERATORS),
+    )
     ran = [c.get("name", "") for c in cases if c.find("skipped") is None]
     assert any("bf16" in name for name in ran)
     assert any("fp8e4m3" in name or "f8e4m3" in name for name in ran)

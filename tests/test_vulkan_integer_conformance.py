@@ -2,23 +2,20 @@
 conformance``.
 
 The device advertises the integer tier beside the FP16 tier; PRO-INT tests of what it does not offer
-(INT4 / INT16 extensions, control flow, dynamic shapes, RESIZE, 8/16-bit GATHER / SCATTER) are not
-applicable and never run. The bounded subset here (``make test``) takes two tests of every advertised
-operator of the profile, positive and negative, and every result must be bit-exact (``tosa_verify``
-compares integers exactly); ``make conformance-vulkan-int`` runs all of them.
+(INT4 / INT16 extensions, control flow, dynamic shapes) are not applicable and never run. The bounded
+subset here (``make test``) takes two tests of every advertised operator of the profile, positive and
+negative, and every result must be bit-exact (``tosa_verify`` compares integers exactly);
+``make conformance-vulkan-int`` runs all of them.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
 import pytest
 
 from ironaccel.backends.vulkan import capability, open_accelerator
-from ironaccel.cli.main import main as cli
 from ironaccel.core.errors import Unsupported
 from ironaccel.core.settings import Settings
-from tosa_fixtures import CACHE, require_tosa_tools
+from tosa_fixtures import run_conformance
 
 DEVICE = "vulkan:lavapipe"
 
@@ -38,16 +35,9 @@ _REASON = _lavapipe_reason()
 @pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
 @pytest.mark.tosa_tools
 def test_bounded_pro_int_subset_passes_on_lavapipe(tmp_path):
-    require_tosa_tools()
-    report = tmp_path / "report"
-    argv = [
-        *("conformance", "--device", DEVICE, "--profile", "pro-int", "--per-operator", "2"),
-        *("--cache", str(CACHE), "--report", str(report), "-j", "2"),
-    ]
-    code = cli(argv)
-    text = (report / "report.md").read_text()
-    assert code == 0, text[text.find("## Failures") :][:3000]
-    cases = list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
+    text, cases = run_conformance(
+        tmp_path / "report", "--device", DEVICE, "--profile", "pro-int", "--per-operator", "2", "-j", "2"
+    )
     ran = [c for c in cases if c.find("skipped") is None]
     operators_run = {c.get("classname").removeprefix("tosa.").upper() for c in ran}
     # every operator the integer tier offers has a test of its own in the profile, but CONST_SHAPE

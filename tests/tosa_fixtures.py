@@ -15,6 +15,8 @@ API (import it from a test module: ``from tosa_fixtures import cts_dir, ...``):
 * :func:`run_reference_model(tosa_bytes, inputs)` -> outputs (raises :class:`ReferenceModelError`
   unless the graph status is TOSA_VALID); :func:`run_reference_batch(jobs)` runs many files in one process
 * :func:`tosa_opt_serialize(mlir_text)` -> bytes: a .tosa written by tosa-opt (the C++ serializer)
+* :func:`run_conformance(report, *args)` -> (report Markdown, JUnit test cases): ``ironaccel conformance``
+  on the repository's cache, asserted to pass
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,6 +65,18 @@ _env = cts.tools_env
 def schema_path(venv: Path | None = None) -> Path:
     """tosa-tools' official ``tosa.fbs``."""
     return site_packages(venv or require_tosa_tools()) / "bin" / "tosa.fbs"
+
+
+def run_conformance(report: Path, *args: str) -> tuple[str, list[ET.Element]]:
+    """``ironaccel conformance ARGS --cache <repo>/.cache/cts --report REPORT``, asserted to exit 0 (the
+    failures shown otherwise); returns the report's Markdown and the test cases of its JUnit file."""
+    from ironaccel.cli.main import main as cli
+
+    require_tosa_tools()
+    code = cli(["conformance", *args, "--cache", str(CACHE), "--report", str(report)])
+    text = (report / "report.md").read_text()
+    assert code == 0, text[text.find("## Failures") :][:3000]
+    return text, list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
 
 
 def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int = 2) -> Path:
