@@ -5,6 +5,12 @@ cached), runs the selected tests through the official runner with :mod:`ironacce
 (compliance checked by ``tosa_verify`` against the reference model), shows progress, and writes
 ``report.md`` and ``junit.xml``. Exit status 0 when every selected test passes, 1 otherwise, 2 when the
 suite cannot be run (tosa-tools missing).
+
+For a device on a machine without tosa-tools (:mod:`ironaccel.conformance.bundle`):
+
+    ironaccel conformance --device vulkan:lavapipe --smallest 3 --pack BUNDLE  # here: select, copy
+    ironaccel conformance --device vulkan:nvidia --execute BUNDLE --results R  # there: run, record
+    ironaccel conformance --judge R --report DIR                              # here: official verdict
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,37 +44,106 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="at most N tests per operator, covering every output type and both polarities first (a quick subset)",
     )
+    parser.add_argument(
+        "--smallest",
+        type=int,
+        metavar="K",
+        help="the K smallest tests of every operator x output type x polarity (every kind, little data)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=0, help="parallel tests (default: one per core)")
     parser.add_argument("--report", type=Path, default=Path("conformance-report"), help="report directory")
     parser.add_argument("--tosa-tools", type=Path, help="the tosa-tools virtual environment (see --help text)")
     parser.add_argument("--cache", type=Path, help="where generated suites are kept (default ~/.cache/ironaccel/cts)")
+    remote = parser.add_argument_group("a device on another machine (no tosa-tools needed there)")
+    modes = remote.add_mutually_exclusive_group()
+    modes.add_argument(
+        "--pack",
+        type=Path,
+        metavar="BUNDLE",
+        help="copy the tests selected for --device (a stand-in of the same backend) into BUNDLE; run nothing",
+    )
+    modes.add_argument(
+        "--execute",
+        type=Path,
+        metavar="BUNDLE",
+        help="run a packed BUNDLE on --device and record outputs and outcomes in --results",
+    )
+    modes.add_argument(
+        "--judge",
+        type=Path,
+        metavar="RESULTS",
+        help="judge what --execute recorded with the official runner, against the tests packed here",
+    )
+    remote.add_argument("--results", type=Path, metavar="DIR", help="where --execute records (a new directory)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.table import Table
 
-    from ..conformance import applicability, cts, runner
-    from ..conformance.report import Report
-    from ..core.errors import IronAccelError
+    from ..conformance import cts
 
     console = Console(stderr=True)
+    if args.execute:
+        return _execute(args, console)
     try:
         venv = cts.find_tools(args.tosa_tools)
     except cts.ToolsNotFound as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
+    jobs = args.jobs or _default_jobs()
+    if args.judge:
+        return _judge(args, console, venv, jobs)
+    try:
+        selected, not_applicable, profiles = _select(args, console, venv, jobs)
+    except _CannotRun as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    if args.pack:
+        return _pack(args, console, selected)
+    started = time.monotonic()
+    outcomes = _run_tests(console, selected, device=args.device, venv=venv, jobs=jobs) + not_applicable
+    extensions = _extensions(args)
+    details = {
+        "Profiles": ", ".join(profiles),
+        "Extensions": "all" if extensions is None else (", ".join(extensions) or "none"),
+        "Selection": _selection(args),
+    }
+    return _report(args, console, args.device, outcomes, details, venv, jobs, started)
+
+
+class _CannotRun(Exception):
+    """The device or the suite cannot be had; the message says which."""
+
+
+def _default_jobs() -> int:
+    from ..conformance import runner
+
+    return runner.default_jobs()
+
+
+def _extensions(args: argparse.Namespace) -> list[str] | None:
+    return None if not args.extension else [e for e in args.extension if e.lower() != "none"]
+
+
+def _selection(args: argparse.Namespace) -> str:
+    if args.smallest:
+        return f"the {args.smallest} smallest per operator x output type x polarity"
+    return f"{args.per_operator} per operator" if args.per_operator else "whole suite"
+
+
+def _select(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> tuple[list, list, list[str]]:
+    """The tests to run (generating suites as needed), the not-applicable outcomes, the profiles. When packing,
+    ``--device`` is a stand-in opened here (the same backend advertises the same operators on every device,
+    only its limits differ); the machine that runs the bundle checks its own device again."""
+    from ..conformance import applicability, bundle, cts, runner
+    from ..core.errors import IronAccelError
+
     profiles = [f"tosa-{p}" for p in (args.profile or ["pro-int", "pro-fp"])]
-    extensions = None
-    if args.extension:
-        extensions = [e for e in args.extension if e.lower() != "none"]
-    jobs = args.jobs or runner.default_jobs()
+    extensions = _extensions(args)
     try:
         descriptor = applicability.device_capabilities(args.device)
     except IronAccelError as exc:
-        console.print(f"[red]error:[/red] {args.device}: {exc}")
-        return 2
+        raise _CannotRun(f"{args.device}: {exc}") from exc
     selected: list[runner.CaseInfo] = []
     not_applicable: list[runner.Outcome] = []
     for profile in profiles:
@@ -89,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             profile=profile,
         )
         chosen, skipped = applicability.split(chosen, descriptor)  # what the device does not advertise
+        if args.smallest:
+            chosen = bundle.smallest(chosen, args.smallest)
         if args.per_operator:
             chosen = runner.pick(chosen, args.per_operator)
         console.print(
@@ -97,33 +175,120 @@ def run(args: argparse.Namespace) -> int:
         )
         selected += chosen
         not_applicable += skipped
+    return selected, not_applicable, profiles
+
+
+def _pack(args: argparse.Namespace, console: Any, selected: list) -> int:
+    from ..conformance import bundle
+
+    try:
+        written = bundle.pack(selected, args.pack)
+    except FileExistsError:
+        console.print(f"[red]error:[/red] {args.pack} exists: give a new directory")
+        return 2
+    console.print(f"packed {len(selected)} tests, {written / 1e6:.1f} MB, into {args.pack}")
+    console.print(
+        f"next, on the device's machine: ironaccel conformance --device SPEC --execute {args.pack} --results DIR"
+    )
+    return 0
+
+
+def _execute(args: argparse.Namespace, console: Any) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..conformance import bundle
+    from ..core.errors import IronAccelError
+    from ..runtime.session import open_device
+
+    if args.results is None:
+        console.print("[red]error:[/red] --execute needs --results DIR (a new directory)")
+        return 2
+    if args.results.exists():
+        console.print(f"[red]error:[/red] {args.results} exists: give a new directory")
+        return 2
+    try:
+        total = len(bundle.read_manifest(args.execute, "bundle")["tests"])
+        device = open_device(args.device)
+    except (ValueError, IronAccelError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task(f"{args.device}: running", total=total)
+            counts = bundle.execute(
+                args.execute,
+                device,
+                args.device,
+                args.results,
+                on_result=lambda _ident, _status: progress.advance(task),
+            )
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    finally:
+        device.close()
+    console.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    console.print(f"next, where the tests were packed: ironaccel conformance --judge {args.results} --report DIR")
+    return 0
+
+
+def _judge(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> int:
+    from ..conformance import bundle
+
+    try:
+        results, selected, not_applicable = bundle.recorded_cases(args.judge)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    label = f"{results.device} ({results.device_name})"
     started = time.monotonic()
+    outcomes = _run_tests(console, selected, device=label, venv=venv, jobs=jobs, replay=args.judge)
+    profiles = sorted({i.profile for i in selected} | {o.info.profile for o in not_applicable})
+    details = {"Profiles": ", ".join(profiles), "Selection": f"recorded on another machine, in {args.judge}"}
+    return _report(args, console, label, outcomes + not_applicable, details, venv, jobs, started)
+
+
+def _run_tests(console: Any, selected: list, *, device: str, venv: Path, jobs: int, replay: Path | None = None) -> list:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..conformance import runner
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task(f"{args.device}: running", total=len(selected))
+        task = progress.add_task(f"{device}: running", total=len(selected))
         failed = 0
 
         def seen(name: str, passed: bool) -> None:
             nonlocal failed
             failed += not passed
-            progress.update(task, advance=1, description=f"{args.device}: {failed} failed")
+            progress.update(task, advance=1, description=f"{device}: {failed} failed")
 
-        outcomes = runner.run(selected, device=args.device, venv=venv, jobs=jobs, on_result=seen) + not_applicable
+        outcomes = runner.run(selected, device=device, venv=venv, jobs=jobs, on_result=seen, replay=replay)
         # Lines from parallel runner threads can interleave and hide a few; the xunit file is complete.
         progress.update(task, completed=len(selected))
+    return outcomes
+
+
+def _report(
+    args: argparse.Namespace,
+    console: Any,
+    device: str,
+    outcomes: list,
+    details: dict[str, str],
+    venv: Path,
+    jobs: int,
+    started: float,
+) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..conformance import cts
+    from ..conformance.report import Report
+
     elapsed = time.monotonic() - started
-    report = Report(
-        args.device,
-        f"TOSA {cts.TOSA_VERSION} conformance: {args.device}",
-        outcomes,
-        {
-            "Profiles": ", ".join(profiles),
-            "Extensions": "all" if extensions is None else (", ".join(extensions) or "none"),
-            "tosa-tools": cts.tools_version(venv),
-            "Selection": f"{args.per_operator} per operator" if args.per_operator else "whole suite",
-            "Time": f"{elapsed:.0f} s with {jobs} job(s)",
-        },
-    )
+    details = {**details, "tosa-tools": cts.tools_version(venv), "Time": f"{elapsed:.0f} s with {jobs} job(s)"}
+    report = Report(device, f"TOSA {cts.TOSA_VERSION} conformance: {device}", outcomes, details)
     args.report.mkdir(parents=True, exist_ok=True)
     (args.report / "report.md").write_text(report.markdown())
     (args.report / "junit.xml").write_bytes(report.junit())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from ..tosa.codec import read
 from ..tosa.errors import FormatError, LoweringError, ValidationError
 from ..tosa.target import Extension, Profile, Target
 from . import npy
+
+_layers_lock = threading.Lock()
 
 
 class Status(enum.Enum):
@@ -63,8 +66,11 @@ def _refusal(exc: Exception) -> CaseResult:
     return CaseResult(Status.FAILED, f"{type(exc).__name__}: {exc}")
 
 
-def run_case(device: Any, test: Path, desc: dict[str, Any] | None = None, *, level: str = "8k") -> CaseResult:
-    """Run the test in directory ``test`` on ``device`` (an ``ironaccel.Device``); outputs go to its files."""
+def run_case(
+    device: Any, test: Path, desc: dict[str, Any] | None = None, *, level: str = "8k", out: Path | None = None
+) -> CaseResult:
+    """Run the test in directory ``test`` on ``device`` (an ``ironaccel.Device``); outputs go to the files
+    ``desc.json`` names, in ``out`` when given, else in ``test`` itself."""
     desc = desc if desc is not None else read_desc(test)
     try:
         payload = (test / desc["tosa_file"]).read_bytes()
@@ -85,5 +91,18 @@ def run_case(device: Any, test: Path, desc: dict[str, Any] | None = None, *, lev
         exe.close()
     files = dict(zip(desc["ofm_name"], desc["ofm_file"], strict=True))
     for name, value in zip(block.outputs, outputs, strict=True):
-        npy.save(test / files[name], value, block.tensor(name).dtype)
+        npy.save((out or test) / files[name], value, block.tensor(name).dtype)
     return CaseResult(Status.VALID)
+
+
+def layer_messages(spec: str) -> list[str]:
+    """What the Vulkan layers (the validation layer, when the environment enables it) reported since the
+    last call: process-wide, cleared by reading; always empty for a device that is not Vulkan."""
+    if spec.partition(":")[0].strip().lower() != "vulkan":
+        return []
+    from ..backends.vulkan import instance  # only a Vulkan device has layers to ask
+
+    with _layers_lock:
+        messages = [str(m) for m in instance.validation_messages()]
+        instance.clear_validation_messages()
+    return messages

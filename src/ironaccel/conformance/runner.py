@@ -126,8 +126,10 @@ def run(
     jobs: int = 1,
     on_result: Callable[[str, bool], None] | None = None,
     timeout: float = 6 * 3600,
+    replay: Path | None = None,
 ) -> list[Outcome]:
-    """Run ``tests`` through the official runner on ``device``; one :class:`Outcome` per test, in order."""
+    """Run ``tests`` through the official runner on ``device``; one :class:`Outcome` per test, in order.
+    With ``replay``, the outputs recorded in that results directory (:mod:`.bundle`) are judged instead."""
     if not tests:
         return []
     with tempfile.TemporaryDirectory(prefix="ironaccel-cts-") as tmp:
@@ -141,6 +143,7 @@ def run(
         command = [
             str(venv / "bin" / "tosa_verif_run_tests"),
             *("--sut-module", SUT_MODULE, "--sut-module-args", f"{SUT_MODULE}:device={device}"),
+            *((f"{SUT_MODULE}:replay={replay.resolve()}",) if replay else ()),
             *("-T", str(listing), "-j", str(max(1, jobs)), "--xunit-file", str(xunit), "--no-color"),
         ]
         tail: list[str] = []

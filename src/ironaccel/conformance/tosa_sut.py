@@ -11,7 +11,9 @@ module only has to run the test and report how the graph ended.
 
 Arguments (``ironaccel.conformance.tosa_sut:KEY=VALUE``): ``device`` (default ``cpu``; any spec
 ``ironaccel.open`` takes, e.g. ``vulkan:lavapipe``). Each runner thread opens its own device, so tests
-run in parallel. A test the device's capability descriptor does not advertise is skipped as not
+run in parallel. ``replay=RESULTS`` judges outputs recorded on another machine instead
+(:mod:`.bundle`): each test's recorded outputs are put in its directory and its recorded outcome is
+returned; no device is opened. A test the device's capability descriptor does not advertise is skipped as not
 applicable (:mod:`.applicability`), never run as a failure; ``ironaccel conformance`` leaves such tests
 out before starting the runner, so the reference model does not run for them either. On a Vulkan
 device, a message from the Vulkan layers (the validation layer, when the environment enables it) fails
@@ -28,10 +30,10 @@ from runner.tosa_test_runner import TosaTestRunner  # only importable inside the
 
 from ..runtime.session import Device, open_device
 from .applicability import NOT_APPLICABLE, reason
-from .case import Status, run_case
+from .bundle import LAYERS_FAILED, recorded
+from .case import Status, layer_messages, run_case
 
 _local = threading.local()
-_layers_lock = threading.Lock()
 _LEVELS = {"EIGHTK": "8k", "NONE": "none"}
 _GRAPH_RESULT = {
     Status.VALID: TosaTestRunner.TosaGraphResult.TOSA_VALID,
@@ -41,11 +43,13 @@ _GRAPH_RESULT = {
 
 
 def _options(runner_args: list[str]) -> dict[str, str]:
-    options = {"device": "cpu"}
+    options = {"device": "cpu", "replay": ""}
     for item in runner_args:
         key, sep, value = item.partition("=")
         if not sep or key not in options:
-            raise ValueError(f"ironaccel.conformance.tosa_sut: unknown argument {item!r} (expected device=SPEC)")
+            raise ValueError(
+                f"ironaccel.conformance.tosa_sut: unknown argument {item!r} (expected device=SPEC or replay=DIR)"
+            )
         options[key] = value
     return options
 
@@ -68,29 +72,38 @@ class TosaSUTRunner(TosaTestRunner):
         skip, why = super().skipTest()
         if skip:
             return skip, why
+        if self.options["replay"]:
+            _, record = recorded(self.options["replay"]).result(Path(self.testDirPath))
+            applies = record.get("status") != NOT_APPLICABLE
+            return (False, "") if applies else (True, f"{NOT_APPLICABLE} ({record.get('message')})")
         descriptor = _device(self.options["device"]).accelerator.capabilities()
         found = reason(Path(self.testDirPath), descriptor, self.testDesc)
         return (True, f"{NOT_APPLICABLE} ({found})") if found else (False, "")
 
     def runTestGraph(self) -> tuple[Any, str | None]:
+        if self.options["replay"]:
+            return self._replay()
         level = _LEVELS.get(str(getattr(self.args, "tosa_level", "EIGHTK")).upper(), "8k")
         spec = self.options["device"]
         result = run_case(_device(spec), self.testDirPath, self.testDesc, level=level)
         graph = _GRAPH_RESULT.get(result.status, TosaTestRunner.TosaGraphResult.OTHER_ERROR)
         message = f"{result.status.value}: {result.message}" if result.message else None
-        layers = _vulkan_layer_messages(spec)
+        layers = layer_messages(spec)
         if layers:  # a test that made the Vulkan validation layer speak fails, whatever it computed
             return TosaTestRunner.TosaGraphResult.OTHER_ERROR, "Vulkan layers reported: " + " | ".join(layers)
         return graph, message
 
-
-def _vulkan_layer_messages(spec: str) -> list[str]:
-    """What the Vulkan layers reported since the last call (process-wide; empty for other devices)."""
-    if spec.partition(":")[0].strip().lower() != "vulkan":
-        return []
-    from ..backends.vulkan import instance
-
-    with _layers_lock:
-        messages = [str(m) for m in instance.validation_messages()]
-        instance.clear_validation_messages()
-    return messages
+    def _replay(self) -> tuple[Any, str | None]:
+        results = recorded(self.options["replay"])
+        test = Path(self.testDirPath)
+        ident, record = results.result(test)
+        status, message = str(record.get("status")), str(record.get("message") or "")
+        if status == LAYERS_FAILED:
+            return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"Vulkan layers reported on {results.device}: {message}"
+        try:
+            graph = _GRAPH_RESULT[Status(status)]
+        except (KeyError, ValueError):
+            return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"{status}: {message}"
+        if graph == TosaTestRunner.TosaGraphResult.TOSA_VALID:
+            results.restore_outputs(ident, test, self.testDesc)
+        return graph, (f"{status}: {message}" if message else None)
