@@ -220,6 +220,23 @@ def test_run_command_takes_a_suite_test_directory(tmp_path, capsys):
     assert npy.load(out, DType.BF16).dtype == ml_dtypes.bfloat16
 
 
+def test_run_command_draws_seeded_inputs_of_every_type_when_none_are_given():
+    from ironaccel.cli.run import random_inputs
+    from ironaccel.runtime.spec import TensorSpec
+
+    types = ("bool", "int4", "int8", "int16", "int32", "int48", "fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2")
+    specs = tuple(TensorSpec(t, (64,), DType.parse(t)) for t in types)
+    first, again, other = random_inputs(specs, 1), random_inputs(specs, 1), random_inputs(specs, 2)
+    for spec, a, b, c in zip(specs, first, again, other, strict=True):
+        assert a.dtype == spec.dtype.numpy and a.shape == (64,)
+        assert a.tobytes() == b.tobytes() and a.tobytes() != c.tobytes(), spec.name
+    ranges = {t: (int(v.min()), int(v.max())) for t, v in zip(types, first, strict=True) if t.startswith("int")}
+    assert -8 <= ranges["int4"][0] and ranges["int4"][1] <= 7
+    assert all(-(1 << 15) <= lo and hi < 1 << 15 for lo, hi in ranges.values())
+    with pytest.raises(ValueError, match="shape"):
+        random_inputs((TensorSpec("s", (2,), DType.SHAPE),), 0)
+
+
 def test_the_suite_is_generated_with_only_the_extensions_the_command_allows():
     from ironaccel.cli.conformance import _generated_extensions
 

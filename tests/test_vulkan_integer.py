@@ -16,8 +16,9 @@ import pytest
 
 import ironaccel
 from ironaccel.backends.cpu import run as cpu_run
+from ironaccel.cli.main import main as cli
 from ironaccel.tosa import read
-from vulkan_fixtures import RNG_SEED, clean, dev, run_both
+from vulkan_fixtures import DEVICE, RNG_SEED, clean, dev, run_both
 
 __all__ = ["clean", "dev"]  # fixtures, used by name
 
@@ -56,6 +57,15 @@ def test_int8_models_are_bit_identical_to_the_cpu_backend(dev, model):
         finally:
             exe.close()
         _assert_equal(got, cpu_run(program, inputs), f"{model} trial {trial}")
+
+
+@pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*int8*.tosa")))
+def test_run_command_compares_an_int8_model_with_the_cpu_backend(dev, model, capsys):
+    """``ironaccel run MODEL --device vulkan --compare cpu``: seeded random inputs, 0 differing elements."""
+    assert cli(["run", str(MODELS / model), "--device", DEVICE, "--compare", "cpu", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs: seeded random (seed 3)" in out
+    assert ": 0 differing elements, max |diff| 0 vs CPU" in out, out
 
 
 # ---- RESCALE ---------------------------------------------------------------------------------------------

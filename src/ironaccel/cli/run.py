@@ -1,9 +1,12 @@
 """``ironaccel run PATH -i x.npy [-i ...] -o OUT [--device SPEC] [--compare cpu]``.
 
 PATH is a .tosa file, or a conformance-suite test directory (its desc.json names the program and the
-input files, so no ``-i`` is needed). Inputs may be in IronAccel's storage dtypes or in the forms the
-TOSA tools use for types numpy lacks (bf16 / fp8 as raw void or uint8); outputs are written in the
-latter, so any numpy can read them and the reference model's tools can compare them.
+input files, so no ``-i`` is needed). A .tosa file given without ``-i`` runs on seeded random inputs
+(``--seed``; integers over their type's range, int32 / int48 over 16 bits, floats standard normal) and
+says so: enough to check that two devices agree, as ``--compare`` does. Inputs may be in IronAccel's
+storage dtypes or in the forms the TOSA tools use for types numpy lacks (bf16 / fp8 as raw void or
+uint8); outputs are written in the latter, so any numpy can read them and the reference model's tools
+can compare them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, vulkan, vulkan:N or auto (default)")
     parser.add_argument("--compare", metavar="DEVICE", help="also run on DEVICE and report the largest difference")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs used when a .tosa file gets no -i (default 0)"
+    )
 
 
 def _program_and_inputs(program: str, inputs: list[str]) -> tuple[Path, list[Path]]:
@@ -53,6 +59,31 @@ def _load_inputs(paths: list[Path], specs: tuple) -> list:
         wanted = ", ".join(str(s) for s in specs) or "none"
         raise ValueError(f"the program takes {len(specs)} input(s) ({wanted}); {len(paths)} given")
     return [npy.load(p, spec.dtype) for p, spec in zip(paths, specs, strict=True)]
+
+
+def random_inputs(specs: tuple, seed: int) -> list:
+    """Seeded random values for every input: integers over their type's range (int32 / int48 over 16 bits,
+    so sums and products stay far from wrapping), booleans, floats standard normal rounded to their type."""
+    import numpy as np
+
+    from ..tosa.dtypes import DType
+
+    rng = np.random.default_rng(seed)
+    values = []
+    for spec in specs:
+        if spec.dtype is DType.SHAPE:
+            raise ValueError(f"input {spec} is a shape: give it with -i")
+        storage = spec.numpy_dtype
+        if storage.kind == "b":
+            value = rng.integers(0, 2, spec.shape)
+        elif storage.kind in "iu":
+            bits = min(spec.dtype.bits if isinstance(spec.dtype, DType) else storage.itemsize * 8, 16)
+            low = -(1 << (bits - 1)) if storage.kind == "i" else 0
+            value = rng.integers(low, low + (1 << bits), spec.shape)
+        else:
+            value = rng.standard_normal(spec.shape)
+        values.append(np.asarray(value).astype(storage))
+    return values
 
 
 def _save(outputs: list, specs: tuple, out: str | None) -> list[str]:
@@ -101,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
         program, input_paths = _program_and_inputs(args.program, args.input)
         with open_device(args.device) as dev:
             exe = dev.compile(program)
-            inputs = _load_inputs(input_paths, exe.inputs)
+            generated = not input_paths and bool(exe.inputs)
+            inputs = random_inputs(exe.inputs, args.seed) if generated else _load_inputs(input_paths, exe.inputs)
             start = time.perf_counter()
             outputs = exe(*inputs)
             seconds = time.perf_counter() - start
             report: dict = {"device": dev.info.name, "why": dev.why, "seconds": seconds}
+            report["inputs"] = f"random, seed {args.seed}" if generated else [str(p) for p in input_paths]
             report["written"] = _save(outputs, exe.outputs, args.output)
         if args.compare:
             with open_device(args.compare) as ref:
@@ -117,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
+        if generated:
+            print(f"inputs: seeded random (seed {args.seed}); give -i for real data")
         print(f"ran on {report['device']} in {seconds * 1e3:.2f} ms ({report['why']})")
         for path in report["written"]:
             print(f"wrote {path}")
