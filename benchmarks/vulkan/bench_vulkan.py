@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Vulkan backend on a GPU against cuBLAS / torch on the same card, in one run.
 
-    python3 benchmarks/vulkan/bench_vulkan.py [--device nvidia] [--out DIR] [--quick]
+    python3 benchmarks/vulkan/bench_vulkan.py [--device nvidia] [--out DIR] [--quick] [--iree DIR]
 
 Measures (each IronAccel figure through the runtime contract: buffers allocated and filled once on the
 device, the loaded program submitted back to back, per-submission time = total / count; a user-API
@@ -12,7 +12,9 @@ wall time beside it where it says something different):
   zero points vs torch._int_mm (no zero points), checked exactly against torch's int64 sum.
 * ADD of two 1 GiB fp32 tensors vs torch's clone of 1 GiB, as bandwidth (bytes read + written).
 * submit -> complete latency (median, polled) of a 1-operator and a 50-operator program.
-* The bundled framework-produced programs (src/ironaccel/models, fp32) vs torch eager on CUDA.
+* The bundled framework-produced programs (src/ironaccel/models, fp32) vs torch eager on CUDA; with
+  ``--iree DIR`` (modules from iree_vulkan.py compile) also vs IREE's Vulkan driver on the same GPU, and
+  the int8 program against IREE alone (torch has no eager int8 model to run).
 
 The buffers are bound the same way at every submission, so the backend replays a direct recording (its
 kernels read and write these buffers; ADR 0008) after the first; no Vulkan timestamp query is read here,
@@ -260,56 +262,101 @@ def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
     return {"ops": ops, "median_us": median, "user_api_median_us": statistics.median(user) * 1e6}
 
 
-def bench_models(dev: Any, torch: Any, reps: int) -> list[dict[str, Any]]:
+def _ironaccel_model(dev: Any, path: Path, x: np.ndarray, reps: int) -> tuple[np.ndarray, float, float]:
+    """A bundled program's output, user-API wall time (median, ms) and per-submission time (ms)."""
+    exe = dev.compile(load(path), resident_bytes=1 << 32)
+    try:
+        (got,) = exe(x)
+        walls = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            exe(x)
+            walls.append(time.perf_counter() - start)
+        loaded = Loaded(dev, load(path), [x])
+        try:
+            device_ms = loaded.per_run_seconds(reps) * 1e3
+        finally:
+            loaded.close()
+    finally:
+        exe.close()
+    return got, statistics.median(walls) * 1e3, device_ms
+
+
+def bench_models(dev: Any, torch: Any, reps: int, iree: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The fp32 programs against torch eager; with ``iree`` (bench_iree rows) every program IREE has a
+    row for also gets its IREE columns, the int8 one included (its ours-vs-recorded difference then in
+    int8 steps against the quantized model's integers)."""
     import export_models  # examples/: the modules the bundled programs were exported from
 
     torch.manual_seed(0)  # same construction order as export_models.main, so the same weights
     modules = {"cnn_fp32": export_models.SmallCNN().eval(), "attention_fp32": export_models.AttentionBlock().eval()}
+    by_model = {r["model"]: r for r in iree or []}
     rows = []
     for path in sorted((ROOT / "src" / "ironaccel" / "models").glob("*.tosa")):
         meta = json.loads(path.with_suffix(".json").read_text())
-        if meta["quantized"] or path.stem not in modules:
+        torch_peer = not meta["quantized"] and path.stem in modules
+        if not torch_peer and path.stem not in by_model:
             continue
         recorded = np.load(path.with_name(f"{path.stem}.torch.npz"))
-        x = recorded["input"]
-        exe = dev.compile(load(path), resident_bytes=1 << 32)
+        x = recorded["input_int8" if meta["quantized"] else "input"]
+        reference = recorded["output_qmodel_int8" if meta["quantized"] else "output"]
+        row: dict[str, Any] = {"model": path.stem}
         try:
-            (got,) = exe(x)
-            walls = []
-            for _ in range(reps):
-                start = time.perf_counter()
-                exe(x)
-                walls.append(time.perf_counter() - start)
-            loaded = Loaded(dev, load(path), [x])
-            try:
-                device_ms = loaded.per_run_seconds(reps) * 1e3
-            finally:
-                loaded.close()
-        finally:
-            exe.close()
-        module = modules[path.stem].cuda()
-        tx = torch.from_numpy(x).cuda()
-        with torch.no_grad():
-            eager_ms = cuda_ms(torch, lambda m=module, t=tx: m(t), reps)
-            walls_t = []
-            for _ in range(reps):
-                start = time.perf_counter()
-                module(tx)
-                torch.cuda.synchronize()
-                walls_t.append(time.perf_counter() - start)
-        diff = float(np.max(np.abs(got - recorded["output"])))
-        rows.append(
-            {
-                "model": path.stem,
-                "ironaccel_ms": statistics.median(walls) * 1e3,
-                "ironaccel_submit_ms": device_ms,
-                "peer_ms": statistics.median(walls_t) * 1e3,
-                "peer_event_ms": eager_ms,
-                "ratio": statistics.median(walls_t) / statistics.median(walls),
-                "max_abs_diff_vs_recorded": diff,
-            }
-        )
+            got, wall_ms, device_ms = _ironaccel_model(dev, path, x, reps)
+            row["ironaccel_ms"], row["ironaccel_submit_ms"] = wall_ms, device_ms
+        except Exception as exc:  # noqa: BLE001 - reported in the table; the other programs still run
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        if torch_peer:
+            module = modules[path.stem].cuda()
+            tx = torch.from_numpy(x).cuda()
+            with torch.no_grad():
+                eager_ms = cuda_ms(torch, lambda m=module, t=tx: m(t), reps)
+                walls_t = []
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    module(tx)
+                    torch.cuda.synchronize()
+                    walls_t.append(time.perf_counter() - start)
+            row["peer_ms"] = statistics.median(walls_t) * 1e3
+            row["peer_event_ms"] = eager_ms
+            if "error" not in row:
+                row["ratio"] = row["peer_ms"] / row["ironaccel_ms"]
+        if "error" not in row:
+            row["max_abs_diff_vs_recorded"] = float(np.max(np.abs(got.astype(np.float64) - reference)))
+            if meta["quantized"]:
+                row["reference"] = "output_qmodel_int8 (int8 steps)"
+        found = by_model.get(path.stem)
+        if found is not None:
+            row.update({k: v for k, v in found.items() if k != "model"})
+            if "iree_ms" in row and "error" not in row:
+                row["iree_ratio"] = row["iree_ms"] / row["ironaccel_ms"]
+                row["iree_contract_ratio"] = row["iree_ms"] / row["ironaccel_submit_ms"]
+        rows.append(row)
     return rows
+
+
+def _model_line(r: dict[str, Any]) -> str:
+    """One bundled program's table row: IronAccel, then torch eager and IREE where measured."""
+    if "error" in r:
+        ours = f"error: {r['error'][:80]}"
+    else:
+        ours = f"{r['ironaccel_ms']:.3f} ms (contract {r['ironaccel_submit_ms']:.3f} ms)"
+    peers, ratios = [], []
+    if "peer_ms" in r:
+        peers.append(f"{r['peer_ms']:.3f} ms torch eager ({r['peer_event_ms']:.3f} ms by events)")
+        if "ratio" in r:
+            ratios.append(f"{r['ratio']:.2f}x")
+    if "iree_ms" in r:
+        agrees = "" if r.get("iree_agrees", True) else ", DISAGREES"
+        peers.append(
+            f"IREE vulkan {r['iree_ms']:.3f} ms ({r['iree_target']}, max diff {r['iree_max_abs_diff_vs_recorded']:.2g}"
+            f"{agrees})"
+        )
+        if "iree_ratio" in r:
+            ratios.append(f"IREE {r['iree_ratio']:.2f}x (contract {r['iree_contract_ratio']:.2f}x)")
+    elif "iree_error" in r:
+        peers.append(f"IREE: {r['iree_error'][:100]}")
+    return f"| {r['model']} end to end | {ours} | {'; '.join(peers)} | {'; '.join(ratios)} | | |"
 
 
 def table(results: dict[str, Any]) -> str:
@@ -357,11 +404,41 @@ def table(results: dict[str, Any]) -> str:
             f"(user API call {r['user_api_median_us']:.1f} us) | | | {target} | {hit} |"
         )
     for r in results.get("models", []):
+        lines.append(_model_line(r))
+    iree = results.get("iree")
+    if iree and "error" not in iree:
         lines.append(
-            f"| {r['model']} end to end | {r['ironaccel_ms']:.3f} ms (contract {r['ironaccel_submit_ms']:.3f} ms) | "
-            f"{r['peer_ms']:.3f} ms torch eager ({r['peer_event_ms']:.3f} ms by events) | {r['ratio']:.2f}x | | |"
+            f"\nIREE {iree['runtime']} (compiled by {iree['compiler']}) on {iree['device']}, timed by "
+            "iree-benchmark-module: one synchronous "
+            "call per iteration, inputs resident, outputs left on the device; ratio = IREE time / IronAccel time "
+            "(user API; contract in brackets), > 1 where IronAccel is faster."
         )
+    elif iree:
+        lines.append(f"\nIREE not measured: {iree['error']}")
     return "\n".join(lines)
+
+
+def run_iree(folder: Path, reps: int, device: str) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """IREE's rows for bench_models, or None with the reason when there is nothing to run."""
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return {"error": f"no {manifest} (run iree_vulkan.py compile and carry the folder)"}, None
+    sys.path.insert(0, str(HERE))
+    import iree_vulkan  # beside this file
+
+    try:
+        rows = iree_vulkan.bench_iree(folder, reps, device=device)
+    except Exception as exc:  # noqa: BLE001 - reported; the rest still runs
+        return {"error": f"{type(exc).__name__}: {exc}"}, None
+    info = json.loads(manifest.read_text())
+    first = next((r for r in rows if "iree_runtime" in r), {})
+    return {
+        "dir": str(folder),
+        "runtime": first.get("iree_runtime", "not found"),
+        "device": first.get("iree_device"),
+        "compiler": info["iree_compiler"],
+        "targets": info["targets"],
+    }, rows
 
 
 def main() -> int:
@@ -371,6 +448,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     measurements = "matmul_fp32,matmul_fp16,matmul_int8,add,latency,models"
     parser.add_argument("--skip", default="", help=f"comma-separated: {measurements}")
+    parser.add_argument(
+        "--iree", metavar="DIR", help="IREE Vulkan modules from iree_vulkan.py compile: IREE beside each program"
+    )
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     import torch
@@ -414,7 +494,11 @@ def main() -> int:
         results["latency"] = [bench_latency(dev, ops, 2000) for ops in (1, 50)]
         print("latency", results["latency"], flush=True)
     if "models" not in skip:
-        results["models"] = bench_models(dev, torch, 50)
+        iree_rows = None
+        if args.iree:
+            results["iree"], iree_rows = run_iree(Path(args.iree), 50, args.device)
+            print("iree", results["iree"], iree_rows, flush=True)
+        results["models"] = bench_models(dev, torch, 50, iree_rows)
         print("models", results["models"], flush=True)
     dev.close()
     out = Path(args.out)

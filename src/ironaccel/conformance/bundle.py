@@ -106,6 +106,16 @@ def execute(
     manifest = read_manifest(bundle, "bundle")
     idents = [_safe_name(str(entry.get("id", ""))) for entry in manifest["tests"]]  # all checked before any run
     results.mkdir(parents=True, exist_ok=False)
+    info = device.accelerator.device_info()
+    record_of_run = {
+        "format": FORMAT,
+        "device": spec,
+        "device_name": getattr(info, "name", str(info)),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tests": manifest["tests"],
+    }
+    # Written first, so a run cut short can still be judged: its unrun tests have no record and fail.
+    (results / MANIFEST).write_text(json.dumps({**record_of_run, "complete": False}, indent=1))
     descriptor = device.accelerator.capabilities()
     layer_messages(spec)  # start clean: what opening the device said is not a test's
     counts: dict[str, int] = defaultdict(int)
@@ -127,20 +137,7 @@ def execute(
         counts[status] += 1
         if on_result is not None:
             on_result(ident, status)
-    info = device.accelerator.device_info()
-    (results / MANIFEST).write_text(
-        json.dumps(
-            {
-                "format": FORMAT,
-                "device": spec,
-                "device_name": getattr(info, "name", str(info)),
-                "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "tests": manifest["tests"],
-                "counts": dict(counts),
-            },
-            indent=1,
-        )
-    )
+    (results / MANIFEST).write_text(json.dumps({**record_of_run, "complete": True, "counts": dict(counts)}, indent=1))
     return dict(counts)
 
 
