@@ -2,15 +2,17 @@
 """Time alternative MATMUL kernels on a GPU beside the shipped ones, in one run.
 
     python3 benchmarks/vulkan/probe_matmul.py [--device nvidia] [--n 8192]
-        [--fp16-spirv LABEL=PATH[@ROWSxCOLS] ...] [--fp32-spirv LABEL=PATH ...] [--fp32-tile TX,TY,TM,TN,BK ...]
+        [--fp16-spirv LABEL=PATH[@ROWSxCOLS] ...] [--fp32-spirv LABEL=PATH[@TX,TY,TM,TN,BK] ...]
+        [--fp32-tile TX,TY,TM,TN,BK ...]
         [--int8-spirv LABEL=PATH[@ROWSxCOLS] ...] [--int8-zero-points A,B] [--memory mapped,staged]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
 each ``--fp16-spirv`` replaces ``matmul_coop.spv`` and each ``--fp32-spirv`` replaces ``matmul.spv``
-for one measurement (a fresh device each, so no pipeline is reused), and each ``--fp32-tile`` forces
-``matmul.comp``'s specialization; each ``--int8-spirv`` replaces ``matmul_int_coop.spv`` (INT8 with
-the zero points of ``--int8-zero-points``, against torch._int_mm, the error column the fraction of
-results that differ from the exact ones). Every row is timed like bench_vulkan.py (through the runtime
+for one measurement (a fresh device each, so no pipeline is reused; with ``@TX,TY,TM,TN,BK`` at that
+specialization); each ``--fp32-tile`` forces ``matmul.comp``'s specialization; each ``--int8-spirv``
+replaces ``matmul_int_coop.spv`` (INT8 with the zero points of ``--int8-zero-points``, against
+torch._int_mm, the error column the fraction of results that differ from the exact ones).
+Every row is timed like bench_vulkan.py (through the runtime
 contract, device buffers, 10 back-to-back submissions) and checked against float64 on the GPU; cuBLAS
 on the same card is the first row of each type. ``--memory`` repeats every row with Device-domain
 buffers in each placement: ``mapped`` (the shipped order: host-visible device-local memory first) and
@@ -101,7 +103,10 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
         rows.append(("fp32", "shipped", "", None))
         for item in args.fp32_spirv:
             label, path = item.split("=", 1)
-            rows.append(("fp32", label, "matmul", Path(path).read_bytes()))
+            path, _, tile = path.partition("@")
+            code = Path(path).read_bytes()
+            forced = matmul_ops.Tile(*(int(v) for v in tile.split(","))) if tile else None
+            rows.append(("fp32", label, "matmul", (code, forced) if forced else code))
         for item in args.fp32_tile:
             tile = matmul_ops.Tile(*(int(v) for v in item.split(",")))
             rows.append(("fp32", f"tile {item}", "", tile))
@@ -121,7 +126,7 @@ def main() -> int:
     parser.add_argument("--device", default="nvidia")
     parser.add_argument("--n", type=int, default=8192, help="H = C = W (default 8192)")
     parser.add_argument("--fp16-spirv", action="append", default=[], metavar="LABEL=PATH")
-    parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH[@TX,TY,TM,TN,BK]")
     parser.add_argument("--fp32-tile", action="append", default=[], metavar="TX,TY,TM,TN,BK")
     parser.add_argument("--int8-spirv", action="append", default=[], metavar="LABEL=PATH[@ROWSxCOLS]")
     parser.add_argument("--int8-zero-points", default="-3,5", help="A,B zero points of the int8 rows")
@@ -156,6 +161,9 @@ def main() -> int:
         try:
             if isinstance(replacement, bytes):
                 kernels._spirv_cache[shader] = replacement
+            elif isinstance(replacement, tuple) and dtype == "fp32":
+                kernels._spirv_cache[shader], forced = replacement
+                matmul_ops.tile_for = lambda h, w, m, t=forced: t
             elif isinstance(replacement, tuple) and dtype == "int8":
                 kernels._spirv_cache[shader], int_ops.COOP_TILE = replacement
             elif isinstance(replacement, tuple):

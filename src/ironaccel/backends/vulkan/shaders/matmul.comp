@@ -2,7 +2,10 @@
 // MATMUL: [N, H, C] x [N, C, W] -> [N, H, W] with fp32 accumulation (fma, one chain per output).
 //
 // Register-blocked: a workgroup of TX x TY invocations computes a BM x BN tile (BM = TY * TM,
-// BN = TX * TN) and each invocation a TM x TN block of it, held in registers. The reduction runs in
+// BN = TX * TN) and each invocation TM x TN outputs of it, held in registers: its rows are TM / 4
+// runs of 4 spaced TY * 4 apart, its columns TN / 4 runs of 4 spaced TX * 4 apart, so neighbouring
+// invocations read neighbouring vec4s of shared memory (no bank conflicts) and write neighbouring
+// vec4s of the output. Each output is still one fma chain in k order: the placement changes no bit. The reduction runs in
 // steps of BK: the A slice (BM x BK, stored transposed so a column of it is contiguous) and the B
 // slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 + TN / 4 vectors per k
 // for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
@@ -179,14 +182,14 @@ void main() {
             float av[TM];
             float bv[TN];
             for (uint i = 0u; i < TM / 4u; ++i) {
-                vec4 v = sa[buf][k * (BM / 4u) + ty * (TM / 4u) + i];
+                vec4 v = sa[buf][k * (BM / 4u) + i * TY + ty];
                 av[4u * i] = v.x;
                 av[4u * i + 1u] = v.y;
                 av[4u * i + 2u] = v.z;
                 av[4u * i + 3u] = v.w;
             }
             for (uint j = 0u; j < TN / 4u; ++j) {
-                vec4 v = sb[buf][k * (BN / 4u) + tx * (TN / 4u) + j];
+                vec4 v = sb[buf][k * (BN / 4u) + j * TX + tx];
                 bv[4u * j] = v.x;
                 bv[4u * j + 1u] = v.y;
                 bv[4u * j + 2u] = v.z;
@@ -207,21 +210,21 @@ void main() {
 
     // split dispatches start at batch 0 and cover every batch, so N = groups in z / slices there
     uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * p.H * p.W;
-    uint col = col0 + tx * TN;
     for (uint i = 0u; i < TM; ++i) {
-        uint row = row0 + ty * TM + i;
+        uint row = row0 + (i / 4u) * (TY * 4u) + ty * 4u + (i & 3u);
         if (row >= p.H) {
-            break;
+            continue;
         }
-        uint at = out_base + row * p.W + col;
-        if (VEC != 0u && col + TN <= p.W) {
-            for (uint j = 0u; j < TN / 4u; ++j) {
-                outv4[(at >> 2) + j] = vec4(acc[i][4u * j], acc[i][4u * j + 1u], acc[i][4u * j + 2u], acc[i][4u * j + 3u]);
-            }
-        } else {
-            for (uint j = 0u; j < TN; ++j) {
-                if (col + j < p.W) {
-                    outv[at + j] = acc[i][j];
+        for (uint g = 0u; g < TN / 4u; ++g) {
+            uint col = col0 + g * (TX * 4u) + tx * 4u;
+            uint at = out_base + row * p.W + col;
+            if (VEC != 0u && col + 4u <= p.W) {
+                outv4[at >> 2] = vec4(acc[i][4u * g], acc[i][4u * g + 1u], acc[i][4u * g + 2u], acc[i][4u * g + 3u]);
+            } else {
+                for (uint j = 0u; j < 4u; ++j) {
+                    if (col + j < p.W) {
+                        outv[at + j] = acc[i][4u * g + j];
+                    }
                 }
             }
         }
