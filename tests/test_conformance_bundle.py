@@ -97,6 +97,7 @@ def test_pack_execute_record_and_restore_without_tosa_tools(tmp_path):
         bundle.execute(packed, None, "cpu", tmp_path / "again")
 
 
+@pytest.mark.tosa_tools
 def test_recorded_outputs_are_judged_by_the_official_runner(tmp_path):
     """Execute on the CPU backend, judge with Arm's runner: passes; change one recorded value: fails."""
     source = cts_tests(cts_dir("tosa-pro-int", ["add"]))
