@@ -79,7 +79,7 @@ def run_conformance(report: Path, *args: str) -> tuple[str, list[ET.Element]]:
     return text, list(ET.fromstring((report / "junit.xml").read_bytes()).iter("testcase"))
 
 
-def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int = 2) -> Path:
+def cts_dir(profile: str, operators: Sequence[str], extensions: Sequence[str] = (), *, jobs: int | None = None) -> Path:
     """Conformance tests for ``operators`` (binary .tosa, TOSA 1.0.2) generated once and cached in
     ``<repo>/.cache/cts`` (see :func:`ironaccel.conformance.cts.generate`)."""
     require_tosa_tools()
