@@ -218,21 +218,7 @@ class Iree(Peer):
         self.compiler = str(compiler) if compiler.exists() else "iree-compile"
 
     def _mlir(self, tosa: Path, mlir: Path) -> str | None:
-        tosa_opt = cts.site_packages(self.tools) / "bin" / "tosa-opt"
-        done = subprocess.run(
-            [
-                str(tosa_opt),
-                "--tosa-deserialize",
-                f"--tosa-deserialize-filename={tosa}",
-                "--mlir-print-op-generic",
-                "-o",
-                str(mlir),
-            ],
-            env=cts.tools_env(self.tools),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = cts.tosa_opt_to_mlir(tosa, mlir, self.tools)
         if done.returncode != 0 or not mlir.exists():
             return "n/a: tosa-opt could not deserialize: " + _last_line(done.stderr or done.stdout)
         return None

@@ -93,21 +93,7 @@ def _to_mlir(tosa: Path, mlir: Path) -> str | None:
     sys.path.insert(0, str(ROOT / "src"))
     from ironaccel.conformance import cts
 
-    tools = cts.find_tools()
-    done = subprocess.run(
-        [
-            str(cts.site_packages(tools) / "bin" / "tosa-opt"),
-            "--tosa-deserialize",
-            f"--tosa-deserialize-filename={tosa}",
-            "--mlir-print-op-generic",
-            "-o",
-            str(mlir),
-        ],
-        env=cts.tools_env(tools),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = cts.tosa_opt_to_mlir(tosa, mlir)
     if done.returncode != 0 or not mlir.exists():
         return "tosa-opt could not deserialize: " + _first_error(done.stderr or done.stdout)
     return None

@@ -98,6 +98,20 @@ def tools_env(venv: Path) -> dict[str, str]:
     return env
 
 
+def tosa_opt_to_mlir(tosa: Path, mlir: Path, venv: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """tosa-opt turns the .tosa flatbuffer ``tosa`` into TOSA MLIR in generic form at ``mlir`` (the form other
+    MLIR tools, IREE's compiler among them, read whatever their own TOSA syntax)."""
+    venv = find_tools(venv)
+    command = [
+        str(site_packages(venv) / "bin" / "tosa-opt"),
+        "--tosa-deserialize",
+        f"--tosa-deserialize-filename={tosa}",
+        "--mlir-print-op-generic",
+        *("-o", str(mlir)),
+    ]
+    return subprocess.run(command, env=tools_env(venv), capture_output=True, text=True, timeout=300)
+
+
 def default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ironaccel" / "cts"
