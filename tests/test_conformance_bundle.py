@@ -108,14 +108,14 @@ def test_recorded_outputs_are_judged_by_the_official_runner(tmp_path):
         shutil.copytree(test, tmp_path / "suite" / test.name, ignore=shutil.ignore_patterns("result*", "bounds*"))
         tests.append(CaseInfo.of(tmp_path / "suite" / test.name, "tosa-pro-int"))
     packed, results = tmp_path / "bundle", tmp_path / "results"
-    bundle.pack(tests, packed)
+    bundle.pack(tests, packed, "the two tests")
     assert cli(["conformance", "--device", "cpu", "--execute", str(packed), "--results", str(results)]) == 0
 
     report = tmp_path / "report"
     assert cli(["conformance", "--judge", str(results), "--report", str(report), "-j", "1"]) == 0
     text = (report / "report.md").read_text()
     assert "| positive (compliant) | 1 / 1 |" in text and "| negative (rejected) | 1 / 1 |" in text
-    assert "recorded on another machine" in text
+    assert "Selection: the two tests; run on " in text and ", judged here" in text
 
     ident = bundle.Recorded.open(results).result(tests[0].path)[0]
     desc = json.loads((tests[0].path / "desc.json").read_text())

@@ -182,7 +182,7 @@ def _pack(args: argparse.Namespace, console: Any, selected: list) -> int:
     from ..conformance import bundle
 
     try:
-        written = bundle.pack(selected, args.pack)
+        written = bundle.pack(selected, args.pack, f"{_selection(args)}, selected for {args.device}")
     except FileExistsError:
         console.print(f"[red]error:[/red] {args.pack} exists: give a new directory")
         return 2
@@ -245,7 +245,8 @@ def _judge(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> int
     started = time.monotonic()
     outcomes = _run_tests(console, selected, device=label, venv=venv, jobs=jobs, replay=args.judge)
     profiles = sorted({i.profile for i in selected} | {o.info.profile for o in not_applicable})
-    details = {"Profiles": ", ".join(profiles), "Selection": f"recorded on another machine, in {args.judge}"}
+    ran = f"run on {results.device_name} at {results.date or 'an unrecorded time'}, judged here"
+    details = {"Profiles": ", ".join(profiles), "Selection": f"{results.selection or 'as packed'}; {ran}"}
     return _report(args, console, label, outcomes + not_applicable, details, venv, jobs, started)
 
 

@@ -64,8 +64,9 @@ def _safe_name(name: str) -> str:
     return name
 
 
-def pack(tests: Sequence[CaseInfo], bundle: Path) -> int:
-    """Copy ``tests`` into the new directory ``bundle`` (``tests/<id>/``, ``manifest.json``); bytes written."""
+def pack(tests: Sequence[CaseInfo], bundle: Path, selection: str = "") -> int:
+    """Copy ``tests`` into the new directory ``bundle`` (``tests/<id>/``, ``manifest.json``, with ``selection``
+    saying how they were chosen, for the report); bytes written."""
     bundle.mkdir(parents=True, exist_ok=False)
     entries = []
     written = 0
@@ -77,7 +78,7 @@ def pack(tests: Sequence[CaseInfo], bundle: Path) -> int:
         for name in _test_files(info.path, desc):
             written += shutil.copyfile(info.path / _safe_name(name), target / name).stat().st_size
         entries.append({"id": ident, "source": str(info.path.resolve()), "profile": info.profile})
-    manifest = {"format": FORMAT, "tests": entries}
+    manifest = {"format": FORMAT, "selection": selection, "tests": entries}
     (bundle / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return written
 
@@ -112,6 +113,7 @@ def execute(
         "device": spec,
         "device_name": getattr(info, "name", str(info)),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "selection": str(manifest.get("selection", "")),
         "tests": manifest["tests"],
     }
     # Written first, so a run cut short can still be judged: its unrun tests have no record and fail.
@@ -150,6 +152,8 @@ class Recorded:
     device_name: str
     by_source: dict[str, str]  # resolved source test directory -> id
     profiles: dict[str, str]  # id -> profile
+    date: str = ""  # when the tests ran on the device (UTC)
+    selection: str = ""  # how the packed tests were chosen
 
     @classmethod
     def open(cls, root: Path) -> Recorded:
@@ -161,6 +165,8 @@ class Recorded:
             str(manifest.get("device_name", "?")),
             {str(Path(t["source"]).resolve()): _safe_name(t["id"]) for t in tests},
             {_safe_name(t["id"]): str(t.get("profile", "")) for t in tests},
+            str(manifest.get("date", "")),
+            str(manifest.get("selection", "")),
         )
 
     def result(self, test: Path) -> tuple[str, dict[str, Any]]:
