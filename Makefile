@@ -75,6 +75,18 @@ conformance-vulkan-float: venv tosa-tools
 		--profile pro-fp --extension bf16 --extension fp8e4m3 --extension fp8e5m2 --cache .cache/cts \
 		--report conformance-report/vulkan-float
 
+# make cts-bundle - pack the conformance subsets that scripts/gpu-check runs on a GPU machine without tosa-tools
+# (ADR 0013): the 3 smallest tests of every operator x output type x polarity of PRO-FP with BF16 / FP8 and of
+# PRO-INT, into .cache/cts-bundle/{fp,int}; judge what comes back with
+# `ironaccel conformance --judge RESULTS --report DIR`
+.PHONY: cts-bundle
+cts-bundle: venv tosa-tools
+	rm -rf .cache/cts-bundle
+	$(VENV)/bin/ironaccel conformance --device vulkan:lavapipe --profile pro-fp --extension bf16 --extension fp8e4m3 \
+		--extension fp8e5m2 --smallest 3 --cache .cache/cts --pack .cache/cts-bundle/fp
+	$(VENV)/bin/ironaccel conformance --device vulkan:lavapipe --profile pro-int --smallest 3 --cache .cache/cts \
+		--pack .cache/cts-bundle/int
+
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa
 fuzz-tosa: venv
