@@ -43,11 +43,14 @@ LAYERS_FAILED = "layers"  # the status recorded when the Vulkan layers spoke dur
 
 
 def smallest(tests: Iterable[CaseInfo], per_kind: int) -> list[CaseInfo]:
-    """The ``per_kind`` smallest tests (by bytes on disk) of every (operator, output types, polarity): every
-    kind of test the suite has, at a size that travels (the whole suite is a gigabyte)."""
+    """The ``per_kind`` smallest tests (by the bytes a device needs: desc.json, program, inputs) of every
+    (operator, output types, polarity): every kind of test the suite has, at a size that travels (the
+    whole suite is a gigabyte). Outputs earlier runs left in the directories do not count, so the choice
+    depends on the suite alone."""
     kinds: dict[tuple[str, tuple[str, ...], bool], list[tuple[int, str, CaseInfo]]] = defaultdict(list)
     for info in tests:
-        size = sum(f.stat().st_size for f in info.path.iterdir() if f.is_file())
+        names = _test_files(info.path, read_desc(info.path))
+        size = sum((info.path / name).stat().st_size for name in names)
         kinds[(info.operator, info.output_types, info.negative)].append((size, str(info.path), info))
     chosen = [info for entries in kinds.values() for _, _, info in sorted(entries, key=lambda e: e[:2])[:per_kind]]
     return sorted(chosen, key=lambda i: i.path)
