@@ -194,8 +194,6 @@ def _pack(args: argparse.Namespace, console: Any, selected: list) -> int:
 
 
 def _execute(args: argparse.Namespace, console: Any) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from ..conformance import bundle
     from ..core.errors import IronAccelError
     from ..runtime.session import open_device
@@ -212,9 +210,8 @@ def _execute(args: argparse.Namespace, console: Any) -> int:
     except (ValueError, IronAccelError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     try:
-        with Progress(*columns, console=console) as progress:
+        with _progress(console) as progress:
             task = progress.add_task(f"{args.device}: running", total=total)
             counts = bundle.execute(
                 args.execute,
@@ -243,20 +240,25 @@ def _judge(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> int
         return 2
     label = f"{results.device} ({results.device_name})"
     started = time.monotonic()
-    outcomes = _run_tests(console, selected, device=label, venv=venv, jobs=jobs, replay=args.judge)
+    outcomes = _run_tests(console, selected, device=results.device, venv=venv, jobs=jobs, replay=args.judge)
     profiles = sorted({i.profile for i in selected} | {o.info.profile for o in not_applicable})
     ran = f"run on {results.device_name} at {results.date or 'an unrecorded time'}, judged here"
     details = {"Profiles": ", ".join(profiles), "Selection": f"{results.selection or 'as packed'}; {ran}"}
     return _report(args, console, label, outcomes + not_applicable, details, venv, jobs, started)
 
 
-def _run_tests(console: Any, selected: list, *, device: str, venv: Path, jobs: int, replay: Path | None = None) -> list:
+def _progress(console: Any) -> Any:
+    """A progress bar: what is running, the bar, done / total, time left."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    return Progress(*columns, console=console)
+
+
+def _run_tests(console: Any, selected: list, *, device: str, venv: Path, jobs: int, replay: Path | None = None) -> list:
     from ..conformance import runner
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console) as progress:
+    with _progress(console) as progress:
         task = progress.add_task(f"{device}: running", total=len(selected))
         failed = 0
 

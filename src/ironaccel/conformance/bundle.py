@@ -49,14 +49,14 @@ def smallest(tests: Iterable[CaseInfo], per_kind: int) -> list[CaseInfo]:
     depends on the suite alone."""
     kinds: dict[tuple[str, tuple[str, ...], bool], list[tuple[int, str, CaseInfo]]] = defaultdict(list)
     for info in tests:
-        names = _test_files(info.path, read_desc(info.path))
+        names = _test_files(read_desc(info.path))
         size = sum((info.path / name).stat().st_size for name in names)
         kinds[(info.operator, info.output_types, info.negative)].append((size, str(info.path), info))
     chosen = [info for entries in kinds.values() for _, _, info in sorted(entries, key=lambda e: e[:2])[:per_kind]]
     return sorted(chosen, key=lambda i: i.path)
 
 
-def _test_files(test: Path, desc: dict[str, Any]) -> list[str]:
+def _test_files(desc: dict[str, Any]) -> list[str]:
     """The files of a test that a device needs: desc.json, the program and the inputs (never outputs)."""
     return ["desc.json", str(desc["tosa_file"]), *(str(f) for f in desc.get("ifm_file", []))]
 
@@ -78,7 +78,7 @@ def pack(tests: Sequence[CaseInfo], bundle: Path, selection: str = "") -> int:
         target = bundle / "tests" / ident
         target.mkdir(parents=True)
         desc = read_desc(info.path)
-        for name in _test_files(info.path, desc):
+        for name in _test_files(desc):
             written += shutil.copyfile(info.path / _safe_name(name), target / name).stat().st_size
         entries.append({"id": ident, "source": str(info.path.resolve()), "profile": info.profile})
     manifest = {"format": FORMAT, "selection": selection, "tests": entries}

@@ -13,8 +13,8 @@ Arguments (``ironaccel.conformance.tosa_sut:KEY=VALUE``): ``device`` (default ``
 ``ironaccel.open`` takes, e.g. ``vulkan:lavapipe``). Each runner thread opens its own device, so tests
 run in parallel. ``replay=RESULTS`` judges outputs recorded on another machine instead
 (:mod:`.bundle`): each test's recorded outputs are put in its directory and its recorded outcome is
-returned; no device is opened. A test the device's capability descriptor does not advertise is skipped as not
-applicable (:mod:`.applicability`), never run as a failure; ``ironaccel conformance`` leaves such tests
+returned; no device is opened. A test the device's capability descriptor does not advertise is skipped
+as not applicable (:mod:`.applicability`), never run as a failure; ``ironaccel conformance`` leaves such tests
 out before starting the runner, so the reference model does not run for them either. On a Vulkan
 device, a message from the Vulkan layers (the validation layer, when the environment enables it) fails
 the test that was running when it came.

@@ -5,10 +5,10 @@
 // BN = TX * TN) and each invocation TM x TN outputs of it, held in registers: its rows are TM / 4
 // runs of 4 spaced TY * 4 apart, its columns TN / 4 runs of 4 spaced TX * 4 apart, so neighbouring
 // invocations read neighbouring vec4s of shared memory (no bank conflicts) and write neighbouring
-// vec4s of the output. Each output is still one fma chain in k order: the placement changes no bit. The reduction runs in
-// steps of BK: the A slice (BM x BK, stored transposed so a column of it is contiguous) and the B
-// slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 + TN / 4 vectors per k
-// for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
+// vec4s of the output. Each output is still one fma chain in k order: the placement changes no bit.
+// The reduction runs in steps of BK: the A slice (BM x BK, stored transposed so a column of it is
+// contiguous) and the B slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 +
+// TN / 4 vectors per k for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
 // registers before the current one is multiplied and stored after it, so one barrier per step
 // suffices and the loads' latency hides behind the arithmetic.
 //
