@@ -347,7 +347,39 @@ def test_programs_are_admitted_against_the_backends_capabilities_at_load():
 
 
 # ---- submission and events -----------------------------------------------------------------------
-def test_submit_and_poll_never_wait_and_retained_objects_are_busy():
+def test_a_poll_waits_for_fresh_work_only_within_the_linger_once():
+    acc = ControlledCpu()
+    acc.hold = True
+    guest = Guest(_engine(acc, poll_linger=0.5).connect())
+    _, bufs, prog, queue = guest.add_setup()
+    submitted = time.perf_counter()
+    event = guest.submit(queue, prog, bufs).body.event_id
+    assert guest.poll(event).state == w.EventStateCode.PENDING
+    assert 0.45 < time.perf_counter() - submitted < 5.0  # waited out the linger, then answered
+    start = time.perf_counter()
+    assert guest.poll(event).state == w.EventStateCode.PENDING
+    assert time.perf_counter() - start < 0.25  # an event's linger is spent once
+    acc.release(acc.held)
+    assert guest.wait(event).state == w.EventStateCode.COMPLETE
+
+
+def test_the_first_poll_of_a_small_program_finds_it_done():
+    guest = Guest(_engine(poll_linger=1.0).connect())
+    _, bufs, prog, queue = guest.add_setup()
+    for _ in range(20):
+        event = guest.submit(queue, prog, bufs).body.event_id
+        assert guest.poll(event).state == w.EventStateCode.COMPLETE
+        assert guest.status(OP.DESTROY_EVENT, w.ObjectPayload(event)) == "OK"
+    assert np.frombuffer(guest.read(bufs[2], 16), np.float32).tolist() == [11, 12, 13, 14]
+
+
+@pytest.mark.parametrize("linger", [-1e-6, 1.5])
+def test_a_poll_linger_outside_zero_to_one_second_is_refused(linger):
+    with pytest.raises(InvalidArgument, match="poll_linger"):
+        _engine(poll_linger=linger)
+
+
+def test_submit_and_poll_never_wait_long_and_retained_objects_are_busy():
     acc = ControlledCpu()
     acc.hold = True
     engine = _engine(acc)

@@ -25,6 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (0: never; default 50 on hosts of 4 or more cores, else 0)",
     )
     parser.add_argument(
+        "--poll-linger-us",
+        type=float,
+        help="how long after a SUBMIT a guest's poll may wait for the work to end before answering"
+        " pending (0: never wait; default 500)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="default: info"
     )
 
@@ -45,9 +51,14 @@ def run(args: argparse.Namespace) -> int:
     if name.strip().lower() in ("virtio", "auto"):
         print(f"ironaccel serve: --device must name a local backend (cpu, vulkan...), not {name!r}", file=sys.stderr)
         return 2
+    if args.poll_linger_us is not None and not 0 <= args.poll_linger_us <= 1e6:
+        limit = f"--poll-linger-us must be between 0 and 1000000, got {args.poll_linger_us}"
+        print(f"ironaccel serve: {limit}", file=sys.stderr)
+        return 2
     try:
         accelerator = factory(name.strip().lower())(selector) if selector else factory(name.strip().lower())()
-        engine = DeviceEngine(accelerator)
+        linger = {} if args.poll_linger_us is None else {"poll_linger": args.poll_linger_us * 1e-6}
+        engine = DeviceEngine(accelerator, **linger)
         device = {}
         if args.poll_us is not None:
             if args.poll_us < 0:

@@ -37,6 +37,7 @@ class GuestObject:
     refs: int = 0  # buffer, program, queue: live events that retain it
     retains: tuple[GuestObject, ...] = ()  # event: its queue, program and bound buffers
     indeterminate: bool = False  # event: admission could not be established
+    settle_by: float = 0.0  # event: until when (perf_counter) POLL_EVENT may wait for it to end
 
     @property
     def has_children(self) -> bool:

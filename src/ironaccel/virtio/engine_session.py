@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import DeviceLost, IronAccelError
+from ..core.errors import DeadlineExpired, DeviceLost, IronAccelError
 from ..runtime import Access, ArtifactRef, Binding, BufferDesc, BufferUsage, EventState, MemoryDomain
 from ..runtime.errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
 from ..runtime.types import usage_allows
@@ -420,11 +420,23 @@ class GuestSession:
             obj = GuestObject(ObjectKind.EVENT, exc.event, ctx, retains=retains, indeterminate=True)
             payload = SubmitResponse(self._insert(obj)).pack()
             return response_header(status, req.request_id, len(payload)) + payload
-        event_id = self._insert(GuestObject(ObjectKind.EVENT, handle, ctx, retains=retains))
+        settle_by = time.perf_counter() + self.engine.poll_linger
+        event_id = self._insert(GuestObject(ObjectKind.EVENT, handle, ctx, retains=retains, settle_by=settle_by))
         return self._ok(req, SubmitResponse(event_id).pack())
 
     def _poll_event(self, req: Request) -> bytes:
         event = self._get(req.body.object_id, ObjectKind.EVENT)  # type: ignore[union-attr]
+        left = event.settle_by - time.perf_counter()
+        if left > 0:
+            # Fresh work: wait for it a little before answering. The wait lets the backend's threads
+            # run (this thread would otherwise hold the interpreter while the guest polls again and
+            # again), and a small program's poll then answers terminal at once. Bounded per event, so
+            # polling many pending events never adds up.
+            try:
+                self.acc.wait(event.handle, left)
+            except DeadlineExpired:
+                pass
+            event.settle_by = 0.0
         state = self.acc.poll_event(event.handle)
         error = Status.OK
         if state is EventState.FAILED:

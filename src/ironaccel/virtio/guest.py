@@ -33,7 +33,7 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
@@ -103,12 +103,33 @@ UNBOUNDED = 1 << 62  # what runtime.Device.compile passes when its caller sets n
 DEFAULT_RESIDENT_BOUND = 64 << 20
 _SUBMITTING = -1  # a remote event id not known yet: SUBMIT is on its way
 _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
+# Bulk transfers: pieces small enough that the two copies (caller -> shared memory here, shared memory
+# -> buffer in the device) overlap, large enough that a command's fixed cost stays small beside them.
+SEGMENT_BYTES = 2 << 20
+GROUP_BYTES = 16 << 20  # of the arena one transfer takes at a time
 
 
 def error_for(status: int, what: str) -> IronAccelError:
     """The runtime error a device status stands for."""
     cls = _ERRORS.get(status, IronAccelError)
     return cls(f"{what}: the device answered {status_name(status)}")
+
+
+def _raise_failed(responses: Sequence[Response], what: str) -> None:
+    for response in responses:
+        if response.status != Status.OK:
+            raise error_for(response.status, what)
+
+
+def _segments(total: int, chunk: int, budget: int) -> Iterator[list[tuple[int, int]]]:
+    """``(offset, bytes)`` pieces of a transfer, in groups posted as one batch. Pieces of
+    ``SEGMENT_BYTES`` (``chunk``, one frame's room, at most) let the device copy one while the next is
+    copied in; a group's pieces and their frames fit in ``budget`` bytes of the arena."""
+    piece = min(chunk, SEGMENT_BYTES)
+    per_group = max(1, budget // (piece + 256))  # 256: a frame's header and answer, rounded up to blocks
+    pieces = [(at, min(piece, total - at)) for at in range(0, total, piece)]
+    for first in range(0, len(pieces), per_group):
+        yield pieces[first : first + per_group]
 
 
 class VirtioAccelerator(Accelerator):
@@ -135,6 +156,7 @@ class VirtioAccelerator(Accelerator):
         arena = self.transport.arena.size // 2 - 64
         self._write_chunk = min(self.config.max_request_bytes - HEADER_BYTES - TransferBufferRequest.SIZE, arena)
         self._read_chunk = min(self.config.max_response_bytes - HEADER_BYTES, arena)
+        self._transfer_budget = min(GROUP_BYTES, arena)
         self.supports_cancellation = bool(self.wire_info.capabilities & Capability.EVENT_CANCELLATION)
         self._events = threading.Condition()
         self._remote: dict[EventCore, int] = {}  # submitted here -> the device's event id
@@ -251,18 +273,20 @@ class VirtioAccelerator(Accelerator):
         self._release_command(Opcode.FREE_BUFFER, native)
 
     def _write(self, native: Any, offset: int, data: memoryview) -> None:
-        for at in range(0, data.nbytes, self._write_chunk):
-            piece = data[at : at + self._write_chunk]
-            prefix = TransferBufferRequest(native, offset + at, piece.nbytes).pack()
-            self._ok(Opcode.WRITE_BUFFER, prefix, piece)
+        for group in _segments(data.nbytes, self._write_chunk, self._transfer_budget):
+            commands = [
+                (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
+                for at, n in group
+            ]
+            _raise_failed(self._batch(commands), "WRITE_BUFFER")
 
     def _read(self, native: Any, offset: int, out: memoryview) -> None:
-        for at in range(0, out.nbytes, self._read_chunk):
-            piece = out[at : at + self._read_chunk]
-            body = TransferBufferRequest(native, offset + at, piece.nbytes).pack()
-            response = self._command(Opcode.READ_BUFFER, body, read_into=piece)
-            if response.status != Status.OK:
-                raise error_for(response.status, "READ_BUFFER")
+        for group in _segments(out.nbytes, self._read_chunk, self._transfer_budget):
+            commands = [
+                (Opcode.READ_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), b"", out[at : at + n])
+                for at, n in group
+            ]
+            _raise_failed(self._batch(commands), "READ_BUFFER")
 
     def load_program(self, ctx: Context, artifact: ArtifactRef) -> Any:
         # The hook below receives the parsed program; the device needs the caller's bytes and bounds.

@@ -179,9 +179,11 @@ class GuestTransport:
         commands: Sequence[tuple[Sequence[bytes | bytearray | memoryview], int]],
         timeout: float | None = None,
     ) -> Iterator[list[memoryview]]:
-        """Several commands ``(parts, capacity)`` posted together with at most one kick: the device serves
-        them in ring order, back to back, and this waits once for all of them. Yields the responses where
-        the device wrote them (valid inside the block), in the order given."""
+        """Several commands ``(parts, capacity)``, served by the device in ring order. Each is posted as
+        soon as its request is in shared memory (a kick only where the device sleeps), so the device
+        works on one while the next is copied in. Yields the responses where the device wrote them
+        (valid inside the block), in the order given; each is waited for when first looked at, so the
+        caller may use one while the device still works on the next."""
         requests = [[memoryview(p).cast("B") for p in parts] for parts, _ in commands]
         sizes = [sum(v.nbytes for v in views) for views in requests]
         capacities = [capacity for _, capacity in commands]
@@ -212,12 +214,12 @@ class GuestTransport:
                     blocks.clear()
                     self._wait_for_room(deadline)
             view = self._view
-            for views, (at, _) in zip(requests, blocks, strict=True):
+            for views, size, capacity, (req, resp) in zip(requests, sizes, capacities, blocks, strict=True):
+                at = req
                 for v in views:  # the copy into shared memory, outside the lock
                     view[at : at + v.nbytes] = v
                     at += v.nbytes
-            with self._cond:
-                for size, capacity, (req, resp) in zip(sizes, capacities, blocks, strict=True):
+                with self._cond:
                     while True:
                         self._check()
                         try:
@@ -231,10 +233,9 @@ class GuestTransport:
                     self._heads[head] = token
                     self._blocks[token] = (req, resp)
                     tokens.append(token)
-                if self.driver.kick_needed():
-                    os.eventfd_write(self._kick, 1)
-                lengths = [self._await(token, deadline) for token in tokens]
-            yield [view[resp : resp + n] for (_, resp), n in zip(blocks, lengths, strict=True)]
+                    if self.driver.kick_needed():
+                        os.eventfd_write(self._kick, 1)
+            yield _Answers(self, tokens, [resp for _, resp in blocks], deadline)
         finally:
             with self._cond:
                 kept = set()
@@ -392,6 +393,28 @@ class GuestTransport:
 
 def _blocks(n: int) -> int:
     return (n + ALIGN - 1) & -ALIGN
+
+
+class _Answers(Sequence[memoryview]):
+    """The responses of one ``exchange_batch``, each waited for (in order) when first looked at."""
+
+    def __init__(self, transport: GuestTransport, tokens: list[int], at: list[int], deadline: float | None) -> None:
+        self._transport, self._tokens, self._at, self._deadline = transport, tokens, at, deadline
+        self._lengths: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def __getitem__(self, index: int) -> memoryview:  # type: ignore[override]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        transport = self._transport
+        while len(self._lengths) <= index:
+            with transport._cond:
+                self._lengths.append(transport._await(self._tokens[len(self._lengths)], self._deadline))
+        at = self._at[index]
+        return transport._view[at : at + self._lengths[index]]
 
 
 def _page(n: int) -> int:
