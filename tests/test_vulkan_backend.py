@@ -144,6 +144,49 @@ def test_device_memory_through_staging_runs_programs(opened):
 
 
 @needs_lavapipe
+def test_reads_from_uncached_mappings_are_staged_from_a_kilobyte(opened, monkeypatch):
+    """On a discrete GPU, device-local memory mapped through the bus is read a few bytes per round trip;
+    such reads of STAGED_READ_BYTES or more go through the stager's cached memory instead (lavapipe's
+    memory is cached, so the test marks every mapping uncached). A program's output read this way is
+    the program's result: the staging copy waits for the device's writes."""
+    from ironaccel.backends.vulkan import memory as vk_memory
+
+    acc = opened()
+    memory = acc._native.memory
+    monkeypatch.setattr(type(memory), "uncached", lambda self, a: True)
+    staged: list[int] = []
+    real_read = vk_memory.Stager.read
+
+    def spied_read(self, a, offset, out):
+        staged.append(out.nbytes)
+        real_read(self, a, offset, out)
+
+    monkeypatch.setattr(vk_memory.Stager, "read", spied_read)
+    ctx = acc.create_context()
+    n = 512  # 2 KiB per tensor
+    program = acc.load_program(ctx, ArtifactRef(semantic.add_program(n), 1 << 20))
+    bufs = [acc.allocate_buffer(ctx, BufferDesc(4 * n, MemoryDomain.SHARED, IO)) for _ in range(3)]
+    assert all(b.info.host_visible for b in bufs)
+    acc.write_buffer(bufs[0], 0, np.arange(n, dtype=np.float32))
+    acc.write_buffer(bufs[1], 0, np.full(n, 10, np.float32))
+    queue = acc.create_queue(ctx)
+    ev = acc.submit(queue, program, [Binding(i, b) for i, b in enumerate(bufs)])
+    assert acc.wait(ev, 30) is EventState.COMPLETE
+    out = np.frombuffer(acc.read_buffer(bufs[2], 0, 4 * n), np.float32)
+    np.testing.assert_array_equal(out, np.arange(n) + 10)
+    assert staged == [4 * n]
+    small = np.frombuffer(acc.read_buffer(bufs[2], 4, vk_memory.STAGED_READ_BYTES - 4), np.float32)
+    np.testing.assert_array_equal(small, np.arange(1, vk_memory.STAGED_READ_BYTES // 4) + 10)
+    assert staged == [4 * n]  # below the threshold: read from the mapping
+    acc.destroy_event(ev)
+    for b in bufs:
+        acc.free_buffer(b)
+    acc.unload_program(program)
+    acc.destroy_queue(queue)
+    acc.destroy_context(ctx)
+
+
+@needs_lavapipe
 def test_many_submissions_of_one_program_in_flight(opened):
     """Submissions share the program's arena: queue order and the leading barrier keep them apart."""
     acc = opened()
