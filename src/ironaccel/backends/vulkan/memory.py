@@ -43,7 +43,10 @@ HOST_CACHED = 0x8
 _MAPPABLE = HOST_VISIBLE | HOST_COHERENT
 
 STAGING_BYTES = 4 << 20
-STAGED_READ_BYTES = 1024  # an uncached read this large costs about as much as a staged copy
+# Where an uncached read costs about what a staged one does, on the H200: reading through the mapping ran
+# at about 20 MB/s (50 us per KiB); a staged read of 1 KiB made a 1-operator call 60 us slower than the
+# direct read (benchmarks/vulkan/NOTES.md, v10).
+STAGED_READ_BYTES = 2048
 
 
 class Allocation:
