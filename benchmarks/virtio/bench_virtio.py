@@ -33,6 +33,7 @@ import numpy as np
 import ironaccel as ia
 from ironaccel.runtime import BufferDesc, BufferUsage, MemoryDomain
 from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, write
+from ironaccel.virtio import guest as guest_module
 from ironaccel.virtio.wire_constants import Opcode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,10 +114,13 @@ def bench_round_trip(local: Any, remote: Any, seconds: float, tmp: Path) -> list
     return rows
 
 
-def bench_transfers(remote: Any, seconds: float) -> list[dict[str, Any]]:
+def bench_transfers(remote: Any, seconds: float, pieces_mib: list[float] | None = None) -> list[dict[str, Any]]:
+    """Bulk transfers through shared memory; with ``pieces_mib``, once per piece size the guest splits a
+    transfer into (the shipped ``SEGMENT_BYTES`` otherwise)."""
     acc = remote.accelerator
     ctx = remote.context
     rows = []
+    shipped = guest_module.SEGMENT_BYTES
     for mib in (16, 64):
         size = mib << 20
         src = np.random.default_rng(0).integers(0, 255, size, dtype=np.uint8)
@@ -124,17 +128,23 @@ def bench_transfers(remote: Any, seconds: float) -> list[dict[str, Any]]:
         copy, _ = timed(lambda src=src, dst=dst: np.copyto(dst, src), seconds, 5)
         usage = BufferUsage.TRANSFER_SOURCE | BufferUsage.TRANSFER_DESTINATION
         buf = acc.allocate_buffer(ctx, BufferDesc(size, MemoryDomain.SHARED, usage))
+        measured = []
         try:
-            wr, _ = timed(lambda buf=buf, src=src: acc.write_buffer(buf, 0, src), seconds, 5)
-            rd, _ = timed(lambda buf=buf, dst=dst, n=size: acc.read_buffer(buf, 0, n, out=dst), seconds, 5)
-            np.testing.assert_array_equal(dst, src)
+            for piece in pieces_mib or [shipped / (1 << 20)]:
+                guest_module.SEGMENT_BYTES = int(piece * (1 << 20))
+                wr, _ = timed(lambda buf=buf, src=src: acc.write_buffer(buf, 0, src), seconds, 5)
+                rd, _ = timed(lambda buf=buf, dst=dst, n=size: acc.read_buffer(buf, 0, n, out=dst), seconds, 5)
+                np.testing.assert_array_equal(dst, src)
+                label = f", {piece:g} MiB pieces" if pieces_mib else ""
+                measured += [(f"WRITE_BUFFER {mib} MiB{label}", wr), (f"READ_BUFFER {mib} MiB{label}", rd)]
         finally:
+            guest_module.SEGMENT_BYTES = shipped
             acc.free_buffer(buf)
-        for what, t in (("WRITE_BUFFER", wr), ("READ_BUFFER", rd)):
+        for what, t in measured:
             ratio = copy / t
             rows.append(
                 {
-                    "what": f"{what} {mib} MiB",
+                    "what": what,
                     "local_gbps": size / copy / 1e9,
                     "virtio_gbps": size / t / 1e9,
                     "ratio": ratio,
@@ -183,30 +193,29 @@ def bench_models(local: Any, remote: Any, local_name: str, seconds: float) -> li
 
 def table(device: str, rt: list[dict[str, Any]], tr: list[dict[str, Any]], models: list[dict[str, Any]]) -> str:
     mark = {True: "hit", False: "MISS"}
-    lines = [
-        f"## virtio-accel vs local `{device}`",
-        "",
-        "| round trip | local | virtio | overhead | target | |",
-        "|---|---:|---:|---:|---|---|",
-    ]
+    lines = [f"## virtio-accel vs local `{device}`"]
+    if rt:
+        lines += ["", "| round trip | local | virtio | overhead | target | |", "|---|---:|---:|---:|---|---|"]
     for r in rt:
         local = f"{r['local_us']:.1f} us" if r["local_us"] else "-"
         lines.append(
             f"| {r['what']} | {local} | {r['virtio_us']:.1f} us | {r['overhead_us']:.1f} us | {r['target']}"
             f" | {mark[r['hit']]} |"
         )
-    lines += ["", "| transfer | numpy copy | virtio | ratio | target | |", "|---|---:|---:|---:|---|---|"]
+    if tr:
+        lines += ["", "| transfer | numpy copy | virtio | ratio | target | |", "|---|---:|---:|---:|---|---|"]
     for r in tr:
         lines.append(
             f"| {r['what']} | {r['local_gbps']:.2f} GB/s | {r['virtio_gbps']:.2f} GB/s | {r['ratio']:.2f}x"
             f" | {r['target']} | {mark[r['hit']]} |"
         )
-    lines += [
-        "",
-        f"| program | local ms/call | virtio ms/call | latency ratio | local calls/s ({DEPTH} in flight)"
-        " | virtio calls/s | throughput ratio | identical | target | |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
-    ]
+    if models:
+        lines += [
+            "",
+            f"| program | local ms/call | virtio ms/call | latency ratio | local calls/s ({DEPTH} in flight)"
+            " | virtio calls/s | throughput ratio | identical | target | |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
+        ]
     for r in models:
         if "refused" in r:
             lines.append(f"| {r['what']} | refused: {r['refused']} | | | | | | | | |")
@@ -225,15 +234,26 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per measurement")
     parser.add_argument("--tag", default="", help="suffix for the result files")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--pieces", metavar="MIB,...", help="measure the transfers once per piece size (MiB) the guest splits them into"
+    )
+    parser.add_argument(
+        "--only", metavar="WHAT,...", default="round-trip,transfers,models", help="a subset of: %(default)s"
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    unknown = only - {"round-trip", "transfers", "models"}
+    if unknown:
+        parser.error(f"--only: unknown {sorted(unknown)}")
+    pieces = [float(v) for v in args.pieces.split(",")] if args.pieces else None
     with tempfile.TemporaryDirectory() as tmp:
         sock = os.path.join(tmp, "bench.sock")
         daemon = start_daemon(args.device, sock)
         try:
             with ia.open(args.device) as local, ia.open(f"virtio:{sock}") as remote:
-                rt = bench_round_trip(local, remote, args.seconds, Path(tmp))
-                tr = bench_transfers(remote, args.seconds)
-                models = bench_models(local, remote, args.device, args.seconds)
+                rt = bench_round_trip(local, remote, args.seconds, Path(tmp)) if "round-trip" in only else []
+                tr = bench_transfers(remote, args.seconds, pieces) if "transfers" in only else []
+                models = bench_models(local, remote, args.device, args.seconds) if "models" in only else []
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(60)
