@@ -178,7 +178,7 @@ class GuestTransport:
         self,
         commands: Sequence[tuple[Sequence[bytes | bytearray | memoryview], int]],
         timeout: float | None = None,
-    ) -> Iterator[list[memoryview]]:
+    ) -> Iterator[Sequence[memoryview]]:
         """Several commands ``(parts, capacity)``, served by the device in ring order. Each is posted as
         soon as its request is in shared memory (a kick only where the device sleeps), so the device
         works on one while the next is copied in. Yields the responses where the device wrote them
