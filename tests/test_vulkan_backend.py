@@ -144,7 +144,7 @@ def test_device_memory_through_staging_runs_programs(opened):
 
 
 @needs_lavapipe
-def test_reads_from_uncached_mappings_are_staged_from_a_kilobyte(opened, monkeypatch):
+def test_reads_from_uncached_mappings_are_staged_from_the_threshold(opened, monkeypatch):
     """On a discrete GPU, device-local memory mapped through the bus is read a few bytes per round trip;
     such reads of STAGED_READ_BYTES or more go through the stager's cached memory instead (lavapipe's
     memory is cached, so the test marks every mapping uncached). A program's output read this way is
