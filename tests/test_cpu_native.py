@@ -9,6 +9,7 @@ sums within a few ulps of their largest term (both orders meet the specification
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import stat
@@ -346,7 +347,87 @@ def test_matmul_agrees_with_the_interpreter(shape, integer, constant_b):
         _same(want, got, scale=float(np.abs(a).max() * np.abs(bm).max() * c) * 2.0**-21)
 
 
-def test_an_integer_dot_product_too_long_for_float_is_exact_in_chunks():
+def _int8_conv(x, weights, bias, zps, *, pad=(0, 0, 0, 0), stride=(1, 1), bias_input=False):
+    """An int8 CONV2D program with constant weights (and bias, unless ``bias_input``), and its inputs."""
+    b = ProgramBuilder()
+    xin = b.input("x", x.shape, "int8")
+    bin_ = b.input("bias", bias.shape, "int32") if bias_input else b.const(bias)
+    b.output(b.conv2d(xin, b.const(weights), bin_, *zps, pad=pad, stride=stride, dilation=(1, 1)))
+    return b.build(), [x, bias] if bias_input else [x]
+
+
+@pytest.fixture
+def without_vnni(monkeypatch):
+    """The compiler as found, but with the VNNI kernels switched off (so the float path is exercised)."""
+    tools = toolchain.compiler()
+    monkeypatch.setattr(native, "compiler", lambda: dataclasses.replace(tools, dot_int8=False))
+
+
+@pytest.mark.skipif(not getattr(toolchain.compiler(), "dot_int8", False), reason="the compiler does not target VNNI")
+def test_int8_convolutions_with_int8_weights_take_the_vnni_kernels_and_agree():
+    """Extremes of the input, weights and zero points; channels that are no multiple of 4; padding; a
+    bias given at run time; a 2048-long dot product. The weights must fit int8 after their zero point:
+    those that do not take the float kernels."""
+    cases = []
+    for zp_x in (-128, 0, 127):
+        for value in (-128, 127):
+            x = np.full((1, 6, 6, 7), value, np.int8)
+            x[0, 0, 0, :3] = (-128, 127, 0)
+            weights = RNG.choice(np.array([-128, 127, 0, 1], np.int8), size=(19, 3, 3, 7))
+            bias = RNG.integers(-(2**31), 2**31 - 1, size=19, endpoint=True).astype(np.int32)
+            cases.append((x, weights, bias, (zp_x, 0), dict(pad=(1, 2, 0, 1), stride=(2, 1))))
+    x = RNG.integers(-128, 127, size=(2, 1, 1, 2048), endpoint=True).astype(np.int8)
+    weights = RNG.integers(-128, 127, size=(10, 1, 1, 2048), endpoint=True).astype(np.int8)
+    cases.append((x, weights, np.zeros(10, np.int32), (-128, 0), {}))
+    cases.append((x, weights, np.arange(10, dtype=np.int32), (5, 0), dict(bias_input=True)))
+    small = RNG.integers(-60, 60, size=(3, 2, 1, 5), endpoint=True).astype(np.int8)
+    cases.append((x[:, :, :, :5].reshape(1, 2, 1, 5), small, np.ones(3, np.int32), (1, -60), {}))  # fits int8
+    for x, weights, bias, zps, options in cases:
+        program, inputs = _int8_conv(x, weights, bias, zps, **options)
+        compiled = interpret(program)
+        nat = native.compile(compiled)
+        assert "ia_vdot4(c0_0" in nat.source
+        _same(compiled.run(inputs)[0], nat.run(inputs)[0])
+    wide = np.full((3, 1, 1, 4), 100, np.int8)  # 100 - (-100) does not fit int8
+    program, inputs = _int8_conv(np.ones((1, 2, 2, 4), np.int8), wide, np.zeros(3, np.int32), (0, -100))
+    compiled = interpret(program)
+    nat = native.compile(compiled)
+    assert "ia_vdot4(c0_0" not in nat.source
+    _same(compiled.run(inputs)[0], nat.run(inputs)[0])
+
+
+@pytest.mark.skipif(not getattr(toolchain.compiler(), "dot_int8", False), reason="the compiler does not target VNNI")
+@pytest.mark.parametrize("constant_b", [False, True])
+def test_int8_matmuls_take_the_vnni_kernels_and_agree(constant_b):
+    """Extremes of both operands, depths that are no multiple of 4, batches; B given at run time (zero
+    point 0) or as a constant (fitting int8 after its zero point)."""
+    for (n, h, c, w), zp_a, zp_b in (((2, 17, 7, 33), -128, 0), ((1, 3, 1, 1), 127, 0), ((3, 30, 66, 16), 5, 0)):
+        a = RNG.choice(np.array([-128, 127, 0, 3], np.int8), size=(n, h, c))
+        bm = RNG.choice(np.array([-128, 127, 0, -1], np.int8), size=(n, c, w))
+        if constant_b:
+            zp_b, bm = -10, np.clip(bm, -128, 117).astype(np.int8)
+        b = ProgramBuilder()
+        ain = b.input("a", a.shape, "int8")
+        bin_ = b.const(bm) if constant_b else b.input("b", bm.shape, "int8")
+        b.output(b.matmul(ain, bin_, zp_a, zp_b))
+        compiled = interpret(b.build())
+        nat = native.compile(compiled)
+        assert "ia_vdot4(c0_0" in nat.source
+        inputs = [a] if constant_b else [a, bm]
+        _same(compiled.run(inputs)[0], nat.run(inputs)[0])
+
+
+def test_int8_convolutions_agree_on_the_float_kernels_too(without_vnni):
+    x = RNG.integers(-128, 127, size=(1, 6, 5, 7), endpoint=True).astype(np.int8)
+    weights = RNG.integers(-128, 127, size=(21, 3, 2, 7), endpoint=True).astype(np.int8)
+    program, inputs = _int8_conv(x, weights, np.arange(21, dtype=np.int32), (-7, 0), pad=(1, 1, 0, 1))
+    compiled = interpret(program)
+    nat = native.compile(compiled)
+    assert "ia_vdot4(c0_0" not in nat.source
+    _same(compiled.run(inputs)[0], nat.run(inputs)[0])
+
+
+def test_an_integer_dot_product_too_long_for_float_is_exact_in_chunks(without_vnni):
     """2048 products of up to 255 * 128 exceed float32's exact integers: the kernel sums chunks."""
     x = np.full((1, 1, 1, 2048), 127, np.int8)
     weights = np.full((3, 1, 1, 2048), -128, np.int8)

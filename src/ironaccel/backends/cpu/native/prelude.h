@@ -62,6 +62,18 @@ IA_INLINE void ia_vstore_n(float *p, ia_vf v, int n) { float t[IA_VL]; ia_vstore
 IA_INLINE ia_vf ia_vload_n(const float *p, int n) { float t[IA_VL] = {0}; memcpy(t, p, (size_t)n * sizeof(float)); return ia_vload(t); }
 #endif
 
+/* -- int32 vectors for int8 products on AVX-512 VNNI (gemm.py's dot4 kernels) ------------------------ */
+#if defined(IA_VECTORS) && defined(IA_ISA_AVX512) && defined(__AVX512VNNI__)
+typedef __m512i ia_vi;
+#define ia_viload(p) _mm512_loadu_si512((const void *)(p))
+#define ia_viload_bytes(p) _mm512_loadu_si512((const void *)(p))
+#define ia_vistore(p, v) _mm512_storeu_si512((void *)(p), (v))
+#define ia_vdot4(acc, x, w) _mm512_dpbusd_epi32((acc), (x), (w)) /* acc + four u8 x s8 products per lane */
+IA_INLINE void ia_vistore_n(int32_t *p, ia_vi v, int n) { _mm512_mask_storeu_epi32(p, (__mmask16)((1u << n) - 1u), v); }
+/* Four bytes at p (any alignment) in every lane. */
+IA_INLINE ia_vi ia_vset4(const uint8_t *p) { int32_t x; memcpy(&x, p, 4); return _mm512_set1_epi32(x); }
+#endif
+
 /* -- float special values ---------------------------------------------------------------------------- */
 /* Any NaN becomes the plain quiet NaN of the same sign (numerics.canonical_nans). */
 IA_INLINE float ia_canon(float v) { return v != v ? __builtin_copysignf(__builtin_nanf(""), v) : v; }

@@ -67,6 +67,7 @@ class Toolchain:
     identity: str  # resolved path and version line: part of every cache key
     flags: tuple[str, ...]
     isa: str  # "avx512", "avx2" or "generic": the vector width kernels are generated for
+    dot_int8: bool = False  # AVX-512 VNNI: int8 products run as vpdpbusd (gemm.py's dot4 kernels)
 
     @property
     def vector_floats(self) -> int:
@@ -119,7 +120,8 @@ def _probe(command: tuple[str, ...]) -> Toolchain | str:
                 return f"{command[0]}: {exc}"
             if done.returncode == 0:
                 macros = _run([*command, *tuning, "-dM", "-E", "-x", "c", "-"], input_text="").stdout
-                return Toolchain(command, identity, flags, _isa(macros))
+                isa = _isa(macros)
+                return Toolchain(command, identity, flags, isa, isa == "avx512" and "#define __AVX512VNNI__" in macros)
             failure = done.stderr.strip()[-400:]
     return f"{command[0]} cannot build a shared object: {failure}"
 

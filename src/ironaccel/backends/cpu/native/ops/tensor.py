@@ -85,6 +85,8 @@ def conv2d(view: OpView) -> Kernel:
     _check_windows(view, iw, left + right, kw, sx, dx, ow)
     zp_x = view.scalar(3, "input_zp") if integer else 0
     zp_w = view.scalar(4, "weight_zp") if integer else 0
+    if integer and _dot4_weights(view, zp_w) is not None:
+        return _conv2d_dot4(view, zp_x, zp_w)
     padded = integer or any(attr.pad)
     ph, pw = (ih + top + bottom, iw + left + right) if padded else (ih, iw)
     row, image = pw * ic, ph * pw * ic
@@ -121,6 +123,128 @@ def conv2d(view: OpView) -> Kernel:
         "    for (ptrdiff_t i = 0; i < rows; i++) {",
         f"        const ptrdiff_t m = m0 + i, b = m / {oh * ow}, r = m % {oh * ow};",
         f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * ic};",
+        f"        c[i] = Y0 + m * {oc};",
+        "    }",
+        f"    if (rows == {tile.mr}) {{",
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c")),
+        "    }",
+    ]
+    if remainder:
+        body += ["    else {", *(f"        {line}" for line in product.calls(remainder, "a", "c")), "    }"]
+    body.append("}")
+    return Kernel(
+        "\n".join(body),
+        prologue="\n".join(prologue),
+        helpers="\n".join(helpers),
+        scratch=tuple(scratch),
+        arrays=arrays,
+        units=-(-rows // tile.mr),
+        macs=rows * oc * taps * ic,
+        vectors=True,
+    )
+
+
+def _dot4_weights(view: OpView, zp_w: int) -> np.ndarray | None:
+    """A convolution's weights minus their zero point as int8 [taps, depth, columns], when the VNNI
+    kernels can take them: the compiler targets VNNI, the weights are a constant and fit int8."""
+    value = view.values[1]
+    if not view.tools.dot_int8 or value is None:
+        return None
+    wide = np.asarray(value).astype(np.int64) - zp_w
+    if wide.size and (wide.min() < -128 or wide.max() > 127):
+        return None
+    oc, kh, kw, ic = wide.shape
+    return wide.reshape(oc, kh * kw, ic).transpose(1, 2, 0).astype(np.int8)
+
+
+def _byte_copy(
+    ct: str, shape: tuple[int, int, int, int], pads: tuple[int, int, int, int], depth4: int, fill: int
+) -> str:
+    """Statements copying the int8 NHWC input X0 into scratch S0 as bytes x + 128, each pixel's channels
+    padded to ``depth4``, with pixels of value ``fill`` (the input zero point + 128) around it and in the
+    padded channels (whose weights are zero)."""
+    n, h, w, c = shape
+    top, bottom, left, right = pads
+    ph, pw = h + top + bottom, w + left + right
+    if depth4 == c:
+        inner = f"for (ptrdiff_t j = 0; j < {w * c}; j++) dst[j] = (uint8_t)((int32_t)src[j] + 128);"
+    else:
+        inner = f"""for (ptrdiff_t x = 0; x < {w}; x++) {{
+            for (ptrdiff_t k = 0; k < {c}; k++) dst[x * {depth4} + k] = (uint8_t)((int32_t)src[x * {c} + k] + 128);
+            memset(dst + x * {depth4} + {c}, {fill}, {depth4 - c});
+        }}"""
+    return f"""uint8_t *restrict P = (uint8_t *)S0;
+for (ptrdiff_t b = 0; b < {n}; b++)
+    for (ptrdiff_t py = 0; py < {ph}; py++) {{
+        uint8_t *restrict row = P + (b * {ph} + py) * {pw * depth4};
+        const ptrdiff_t iy = py - {top};
+        if (iy < 0 || iy >= {h}) {{ memset(row, {fill}, {pw * depth4}); continue; }}
+        memset(row, {fill}, {left * depth4});
+        const {ct} *restrict src = X0 + (b * {h} + iy) * {w * c};
+        uint8_t *restrict dst = row + {left * depth4};
+        {inner}
+        memset(row + {(left + w) * depth4}, {fill}, {right * depth4});
+    }}"""
+
+
+def _conv2d_dot4(view: OpView, zp_x: int, zp_w: int) -> Kernel:
+    """An int8 CONV2D through the VNNI kernels (see :mod:`.gemm`): the input copied as bytes + 128
+    with every pixel's channels padded to a multiple of 4, the bias corrected for that + 128."""
+    attr = view.attribute
+    n, ih, iw, ic = view.inputs[0].shape
+    oc, kh, kw, _ = view.inputs[1].shape
+    _, oh, ow, _ = view.outputs[0].shape
+    top, bottom, left, right = attr.pad
+    sy, sx = attr.stride
+    dy, dx = attr.dilation
+    weights = _dot4_weights(view, zp_w)
+    assert weights is not None
+    depth4 = -(-ic // 4) * 4
+    ph, pw = ih + top + bottom, iw + left + right
+    row, image = pw * depth4, ph * pw * depth4
+    rows, taps = n * oh * ow, kh * kw
+    tile = gemm.tiling(view.tools, rows, oc)
+    blocks = -(-oc // tile.nr)
+    fill = zp_x + 128
+    scratch = [n * ph * pw * depth4]
+    prologue = [_byte_copy(c_type(view.dtype()), (n, ih, iw, ic), tuple(attr.pad), depth4, fill)]
+    arrays = {"w": gemm.pack_weights_dot4(weights, tile.nr)}
+    correction = np.zeros(blocks * tile.nr, np.int64)
+    correction[:oc] = gemm.dot4_correction(weights, zp_x)
+    if view.values[2] is not None:
+        bias = np.broadcast_to(np.asarray(view.values[2]).astype(np.int64).reshape(-1), (oc,))
+        arrays["b"] = gemm.wrap32(np.concatenate([bias, np.zeros(blocks * tile.nr - oc, np.int64)]) - correction)
+        bias_ptr = "K_b"
+    else:
+        arrays["c"] = gemm.wrap32(correction)
+        spread = "j" if size(view.inputs[2].shape) == oc else "0"
+        prologue.append(
+            f"""int32_t *restrict PB = (int32_t *)S1;
+for (ptrdiff_t j = 0; j < {blocks * tile.nr}; j++)
+    PB[j] = (int32_t)((uint32_t)(j < {oc} ? X2[{spread}] : 0) - (uint32_t)K_c[j]);"""
+        )
+        scratch.append(blocks * tile.nr * 4)
+        bias_ptr = "(const int32_t *)S1"
+    offsets = f"{view.prefix}taps"
+    product = gemm.Product(view.prefix, tile, rows, oc, taps, depth4, offsets, True, [(0, taps, 0, depth4)], dot4=True)
+    table = ", ".join(str(ky * dy * row + kx * dx * depth4) for ky in range(kh) for kx in range(kw))
+    remainder = rows % tile.mr
+    helpers = [
+        f"static const ptrdiff_t {offsets}[{taps}] = {{{table}}};",
+        product.kernels([tile.mr, remainder or tile.mr]),
+    ]
+    body = [
+        "const uint8_t *restrict P = (const uint8_t *)S0;",
+        "const int8_t *restrict W = K_w;",
+        f"const int32_t *restrict B = {bias_ptr};",
+        "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
+        f"    const ptrdiff_t m0 = tile * {tile.mr};",
+        f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
+        f"    const uint8_t *a[{tile.mr}];",
+        f"    int32_t *c[{tile.mr}];",
+        "    for (ptrdiff_t i = 0; i < rows; i++) {",
+        f"        const ptrdiff_t m = m0 + i, b = m / {oh * ow}, r = m % {oh * ow};",
+        f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * depth4};",
         f"        c[i] = Y0 + m * {oc};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
@@ -214,6 +338,13 @@ def matmul(view: OpView) -> Kernel:
     _, _, w = view.inputs[1].shape
     zp_a = view.scalar(2, "A_zp") if integer else 0
     zp_b = view.scalar(3, "B_zp") if integer else 0
+    if integer and view.tools.dot_int8:
+        if view.values[1] is None and zp_b == 0:
+            return _matmul_dot4(view, zp_a, None)
+        if view.values[1] is not None:
+            wide = np.asarray(view.values[1]).astype(np.int64) - zp_b
+            if not wide.size or (wide.min() >= -128 and wide.max() <= 127):
+                return _matmul_dot4(view, zp_a, wide.astype(np.int8))
     tile = gemm.tiling(view.tools, h, w)
     blocks = -(-w // tile.nr)
     panel = blocks * c * tile.nr  # floats of one batch's packed B
@@ -273,6 +404,91 @@ for (ptrdiff_t j = 0; j < {batch * h * c}; j++) PA[j] = (float)((int32_t)X0[j] -
         f"    {out_t} *c[{tile.mr}];",
         "    for (ptrdiff_t i = 0; i < rows; i++) {",
         f"        a[i] = A + (b * {h} + m0 + i) * {c};",
+        f"        c[i] = Y0 + (b * {h} + m0 + i) * {w};",
+        "    }",
+        f"    if (rows == {tile.mr}) {{",
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", block_loop=False)),
+        "    }",
+    ]
+    if remainder:
+        calls = product.calls(remainder, "a", "c", block_loop=False)
+        body += ["    else {", *(f"        {line}" for line in calls), "    }"]
+    body.append("}")
+    return Kernel(
+        "\n".join(body),
+        prologue="\n".join(prologue),
+        helpers=product.kernels([tile.mr, remainder or tile.mr]),
+        scratch=tuple(scratch),
+        arrays=arrays,
+        units=batch * blocks * tiles,
+        macs=batch * h * w * c,
+        vectors=True,
+    )
+
+
+def _matmul_dot4(view: OpView, zp_a: int, constant_b: np.ndarray | None) -> Kernel:
+    """An int8 MATMUL through the VNNI kernels (see :mod:`.gemm`): A copied as bytes + 128 with rows
+    padded to a multiple of 4; B minus its zero point as int8, packed at load when it is a constant (else
+    by the prologue, which the caller allows only for B_zp = 0), with the bias correction per column."""
+    batch, h, c = view.inputs[0].shape
+    _, _, w = view.inputs[1].shape
+    tile = gemm.tiling(view.tools, h, w)
+    blocks = -(-w // tile.nr)
+    depth4 = -(-c // 4) * 4
+    panel = blocks * depth4 * tile.nr  # bytes of one batch's packed B
+    fill = zp_a + 128
+    scratch = [batch * h * depth4]
+    arrays: dict[str, np.ndarray] = {}
+    prologue = [
+        f"""uint8_t *restrict PA = (uint8_t *)S0;
+for (ptrdiff_t r = 0; r < {batch * h}; r++) {{
+    for (ptrdiff_t k = 0; k < {c}; k++) PA[r * {depth4} + k] = (uint8_t)((int32_t)X0[r * {c} + k] + 128);
+    for (ptrdiff_t k = {c}; k < {depth4}; k++) PA[r * {depth4} + k] = {fill};
+}}"""
+    ]
+    if constant_b is not None:
+        arrays["w"] = np.stack([gemm.pack_weights_dot4(constant_b[i][None], tile.nr) for i in range(batch)])
+        correction = np.zeros((batch, blocks * tile.nr), np.int64)
+        for i in range(batch):
+            correction[i, :w] = gemm.dot4_correction(constant_b[i][None], zp_a)
+        arrays["b"] = gemm.wrap32(-correction)
+        weights, bias = "K_w", "K_b"
+    else:
+        # B is int8 with zero point 0: its bytes are the signed operand as they are. The column sums
+        # wrap like the accumulator (at most 2**16 terms of 8 bits: no int64 needed beyond the sum).
+        prologue.append(
+            f"""int8_t *restrict PW = (int8_t *)S1;
+int32_t *restrict PB = (int32_t *)S2;
+for (ptrdiff_t b = 0; b < {batch}; b++)
+    for (ptrdiff_t j = 0; j < {blocks * tile.nr}; j++) {{
+        const ptrdiff_t nb = j / {tile.nr}, n = j % {tile.nr};
+        int8_t *restrict dst = PW + b * {panel} + nb * {depth4 * tile.nr} + n * 4;
+        int64_t sum = 0;
+        for (ptrdiff_t k = 0; k < {depth4}; k++) {{
+            const int8_t v = (j < {w} && k < {c}) ? X1[(b * {c} + k) * {w} + j] : 0;
+            dst[(k / 4) * {4 * tile.nr} + (k % 4)] = v;
+            sum += v;
+        }}
+        PB[b * {blocks * tile.nr} + j] = (int32_t)(uint32_t)(uint64_t)(-{fill} * sum);
+    }}"""
+        )
+        scratch += [batch * panel, batch * blocks * tile.nr * 4]
+        weights, bias = "(const int8_t *)S1", "(const int32_t *)S2"
+    product = gemm.Product(view.prefix, tile, h, w, 1, depth4, None, True, [(0, 1, 0, depth4)], dot4=True)
+    tiles = -(-h // tile.mr)
+    remainder = h % tile.mr
+    body = [
+        "const uint8_t *restrict A = (const uint8_t *)S0;",
+        "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
+        f"    const ptrdiff_t b = unit / {blocks * tiles}, nb = (unit / {tiles}) % {blocks};",
+        f"    const ptrdiff_t m0 = (unit % {tiles}) * {tile.mr};",
+        f"    const ptrdiff_t rows = {h} - m0 < {tile.mr} ? {h} - m0 : {tile.mr};",
+        f"    const int8_t *restrict W = {weights} + b * {panel};",
+        f"    const int32_t *restrict B = {bias} + b * {blocks * tile.nr};",
+        f"    const uint8_t *a[{tile.mr}];",
+        f"    int32_t *c[{tile.mr}];",
+        "    for (ptrdiff_t i = 0; i < rows; i++) {",
+        f"        a[i] = A + (b * {h} + m0 + i) * {depth4};",
         f"        c[i] = Y0 + (b * {h} + m0 + i) * {w};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
