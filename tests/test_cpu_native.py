@@ -438,6 +438,43 @@ def test_an_integer_dot_product_too_long_for_float_is_exact_in_chunks(without_vn
     assert int(got.reshape(-1)[0]) == 255 * -128 * 2048
 
 
+@pytest.mark.parametrize("nan_mode", ["propagate", "ignore"])
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-0.0, 0.0), (-1.0, -0.0), (-np.inf, np.inf), (2.5, 2.5)])
+def test_a_clamp_fused_into_the_convolution_before_it_agrees_bit_for_bit(nan_mode, bounds):
+    """CONV2D / DEPTHWISE_CONV2D read only by a CLAMP apply it to their results in place (the CLAMP
+    costs no pass of its own). Products of one term, x * 1 + 0, pass every value through
+    exactly, so the clamp itself is compared bit for bit: NaN, infinities, zero bounds of either sign."""
+    channels = 37  # two full vectors and a part
+    x = _floats((1, 3, 5, channels), 10.0)
+    x.reshape(-1)[:8] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, bounds[0], bounds[1]]
+    b = ProgramBuilder()
+    v = b.input("x", x.shape, "fp32")
+    pixels = b.reshape(v, (1, 3 * 5, channels, 1))  # one channel: a single product per result
+    bias = b.const(np.zeros(channels, np.float32))
+    conv = b.conv2d(pixels, b.const(np.ones((channels, 1, 1, 1), np.float32)), bias)
+    depthwise = b.depthwise_conv2d(v, b.const(np.ones((1, 1, channels, 1), np.float32)), bias)
+    lo, hi = bounds
+    b.output(b.clamp(conv, lo, hi, nan_mode=nan_mode), b.clamp(depthwise, lo, hi, nan_mode=nan_mode))
+    compiled = interpret(b.build())
+    nat = native.compile(compiled)
+    assert "CLAMP" not in nat.source  # fused: no function of its own
+    for want, got in zip(compiled.run([x]), nat.run([x]), strict=True):
+        _same(want, got)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_a_convolution_read_by_more_than_a_clamp_is_not_fused():
+    x = RNG.standard_normal((1, 4, 4, 8)).astype(np.float32)
+    b = ProgramBuilder()
+    conv = b.conv2d(b.input("x", x.shape, "fp32"), b.const(RNG.standard_normal((8, 3, 3, 8)).astype(np.float32)))
+    b.output(b.clamp(conv, 0.0, 1.0), b.abs(conv))  # two readers
+    compiled = interpret(b.build())
+    nat = native.compile(compiled)
+    assert "CLAMP" in nat.source
+    for want, got in zip(compiled.run([x]), nat.run([x]), strict=True):
+        _same(want, got, scale=1e-4)
+
+
 def test_pools_depthwise_and_layout_operators_agree():
     x = RNG.standard_normal((2, 7, 9, 5)).astype(np.float32)
     x.reshape(-1)[::17] = np.nan

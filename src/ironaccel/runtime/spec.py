@@ -9,6 +9,7 @@ binding must cover exactly ``nbytes``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -22,7 +23,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: DType | np.dtype
 
-    @property
+    @functools.cached_property
     def numpy_dtype(self) -> np.dtype:
         return self.dtype.numpy if isinstance(self.dtype, DType) else self.dtype
 

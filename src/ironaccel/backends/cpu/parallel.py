@@ -142,9 +142,20 @@ def _idle_cpus() -> int:
     return idle
 
 
+_split_seen = (-1.0, 1)
+
+
 def split_threads() -> int:
-    """How many threads a large kernel should use now: the caller plus one per idle CPU."""
-    return min(workers(), 1 + _idle_cpus())
+    """How many threads a large kernel should use now: the caller plus one per idle CPU. Asked before
+    every native run, so the answer is reused for _LOAD_TTL (the affinity query alone costs a system
+    call, a tenth of a small program's run)."""
+    global _split_seen
+    now = time.monotonic()
+    if now - _split_seen[0] < _LOAD_TTL:
+        return _split_seen[1]
+    threads = min(workers(), 1 + _idle_cpus())
+    _split_seen = (now, threads)
+    return threads
 
 
 class _Pool:

@@ -26,15 +26,19 @@ from importlib import resources
 import numpy as np
 
 from ....tosa.dtypes import DType
+from ....tosa.operators import Op
 from ..interpreter import FoldedGraph
 from .lowering import C_TYPES, Kernel, NotNative, OpView, lowering_for
+from .ops.elementwise import clamp_epilogue
 from .plan import Plan, Storage, plan
 from .toolchain import Toolchain
 
-# An operator is split across threads only above this many multiply-adds: handing units to a spinning
-# helper takes only atomics, but on 2-core machines splits of the small convolutions of real
-# networks (0.1-1 M multiply-adds) measured no faster than one thread.
-PARALLEL_MIN_MACS = 1 << 20
+# An operator is split across threads only above this many multiply-adds (or element operations):
+# handing units to a spinning helper takes only atomics, but below this the split costs more than it
+# saves. Small splits pay when their neighbours split too: each thread then reads mostly rows it wrote
+# (see pool.c); the 2-core figures of the bundled CNN were 45 us with only operators over 2**20
+# split and 38 us from 2**16 on.
+PARALLEL_MIN_MACS = 1 << 16
 MAX_OPERATORS = 20000  # beyond, the compiler's time (and the source's size) grows past what a load should cost
 
 _ARRAY_C_TYPES = {
@@ -85,13 +89,8 @@ def generate(graph: FoldedGraph, tools: Toolchain, data_offset: int) -> Generate
     operators = [op for op in graph.operators if not all(n in graph.constants for n in op.outputs)]
     if len(operators) > MAX_OPERATORS:
         raise NotNative(f"{len(operators)} operators (at most {MAX_OPERATORS})")
-    kernels: list[Kernel] = []
-    used: list[set[str]] = []
-    for position, operator in enumerate(operators):
-        lower = lowering_for(operator.op)
-        if lower is None:
-            raise NotNative(f"no native code for {operator.op.name}")
-        view = OpView(
+    views = [
+        OpView(
             position,
             operator,
             tuple(block.tensor(n) for n in operator.inputs),
@@ -100,12 +99,52 @@ def generate(graph: FoldedGraph, tools: Toolchain, data_offset: int) -> Generate
             tools,
             f"k{position}_",
         )
+        for position, operator in enumerate(operators)
+    ]
+    fused = fusions(views, set(block.outputs))
+    kernels: list[Kernel] = []
+    used: list[set[str]] = []
+    for position, operator in enumerate(operators):
+        lower = lowering_for(operator.op)
+        if lower is None:
+            raise NotNative(f"no native code for {operator.op.name}")
+        view = views[position]
+        if position in fused:
+            view = dataclasses.replace(view, epilogue=clamp_epilogue(views[fused[position]]))
         kernel = lower(view)
+        if position in fused.values():
+            kernel.alias = True  # its producer clamped the values in place (the body, if run, changes none)
         text = kernel.body + kernel.prologue + kernel.helpers
         used.append({n for i, n in enumerate(operator.inputs) if re.search(rf"\bX{i}\b", text)})
         kernels.append(kernel)
     layout = plan(block, operators, kernels, graph.constants, used)
     return _Writer(block, operators, kernels, used, layout, tools, data_offset).write()
+
+
+# Products whose fp32 results a following CLAMP can be applied to while they are still in L1: the
+# separate pass would read them back from wherever they went (on a split operator, another core's cache).
+_CLAMPED_PRODUCERS = (Op.CONV2D, Op.DEPTHWISE_CONV2D)
+
+
+def fusions(views: list[OpView], outputs: set[str]) -> dict[int, int]:
+    """Producer position -> position of the CLAMP fused into it: an fp32 CONV2D / DEPTHWISE_CONV2D whose
+    result is read only by one CLAMP (and is no program output). The CLAMP becomes an alias."""
+    readers: dict[str, list[int]] = {}
+    for view in views:
+        for name in set(view.operator.inputs):
+            readers.setdefault(name, []).append(view.index)
+    out: dict[int, int] = {}
+    for view in views:
+        if view.op not in _CLAMPED_PRODUCERS or view.out_dtype() is not DType.FP32:
+            continue
+        result = view.operator.outputs[0]
+        reader = readers.get(result, [])
+        if result in outputs or len(reader) != 1:
+            continue
+        clamp = views[reader[0]]
+        if clamp.op is Op.CLAMP and clamp.operator.inputs[0] == result and clamp.out_dtype() is DType.FP32:
+            out[view.index] = clamp.index
+    return out
 
 
 class _Writer:

@@ -55,6 +55,9 @@ class OpView:
     values: tuple[np.ndarray | None, ...]  # each operand's value when it is a constant, else None
     tools: Toolchain
     prefix: str  # for names of C helpers this operator defines (unique in the program)
+    # What every result element is mapped through before the operator returns: a following CLAMP fused
+    # into it (see codegen.fusions). None for nothing.
+    epilogue: Epilogue | None = None
 
     @property
     def op(self) -> Op:
@@ -105,6 +108,29 @@ _GROUPS = ("elementwise", "conversion", "data_layout", "reduction", "tensor")
 _TABLE: LazyTable[Op, Lowering] = LazyTable("native lowering", f"{__package__}.ops", _GROUPS)
 # ``@lowering(Op.X)``: register the decorated function as the lowering of the given operators.
 lowering = _TABLE.register
+
+
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """A map applied in place to results just written, while they are in L1."""
+
+    scalar: str  # a C expression of ``v`` (one element)
+    vector: str = ""  # the same of ``v`` as an ia_vf, where the prelude has a vector form (AVX-512)
+
+    def loop(self, pointer: str, count: int | str, tools: Toolchain) -> str:
+        """C statements mapping ``count`` floats from ``pointer`` in place."""
+        if self.vector and tools.isa == "avx512":
+            return (
+                f"{{ float *restrict e = {pointer}; const ptrdiff_t count = {count}; ptrdiff_t j = 0;\n"
+                "  for (; j + 16 <= count; j += 16) {\n"
+                f"    const ia_vf v = ia_vload(e + j); ia_vstore(e + j, {self.vector});\n  }}\n"
+                f"  if (j < count) {{ const ia_vf v = ia_vload_n(e + j, (int)(count - j)); "
+                f"ia_vstore_n(e + j, {self.vector}, (int)(count - j)); }} }}"
+            )
+        return (
+            f"{{ float *restrict e = {pointer};\n"
+            f"  for (ptrdiff_t j = 0; j < {count}; j++) {{ const float v = e[j]; e[j] = (float)({self.scalar}); }} }}"
+        )
 
 
 def lowering_for(op: Op) -> Lowering | None:

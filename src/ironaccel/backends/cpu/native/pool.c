@@ -2,8 +2,8 @@
  *
  * A generated program runs whole inside one foreign call. An operator worth splitting calls
  * ia_pool_for(unit, ...) from there: the calling thread and up to ia_pool_limit() - 1 helpers claim
- * chunks of the operator's units from one atomic counter until none is left, and the call returns when
- * every helper that joined has finished. Units write disjoint outputs, so the split never changes a bit
+ * chunks of the operator's units (see drain) until none is left, and the call returns when every
+ * helper that joined has finished. Units write disjoint outputs, so the split never changes a bit
  * of the result.
  *
  * Why in C: a hand-off through Python threads costs tens of microseconds (a condition variable, the
@@ -38,7 +38,6 @@ static struct {
     int helpers; /* helpers 0..helpers-1 may join */
 } job;
 
-static ptrdiff_t next_unit;
 static unsigned long generation; /* odd: a job is open */
 static int active;               /* helpers inside the open job */
 static int sleepers;
@@ -64,15 +63,40 @@ static inline void relax(void)
 #endif
 }
 
-static void drain(void)
+/* Units are shared out in parts, one per thread of the job: part i covers [i * units / n, (i + 1) *
+ * units / n) and its word holds (front << 32) | back. A thread claims chunks from the front of its own
+ * part, then steals from the back of the others'. Operators split one after another thus give each
+ * thread the same stretch of rows every time, so it mostly reads what it wrote itself (rows that went
+ * back and forth between two cores' caches made a small CNN 10% slower), while a helper that is late or
+ * descheduled only delays the chunk it holds: the rest of its part is stolen. */
+static uint64_t parts[IA_MAX_HELPERS + 1];
+
+static int claim(int part, int from_back, ptrdiff_t *lo, ptrdiff_t *hi)
 {
-    const ptrdiff_t units = job.units, chunk = job.chunk;
+    uint64_t old = __atomic_load_n(&parts[part], __ATOMIC_RELAXED);
     for (;;) {
-        ptrdiff_t lo = __atomic_fetch_add(&next_unit, chunk, __ATOMIC_RELAXED);
-        if (lo >= units)
-            return;
-        job.fn(job.io, job.A, job.K, lo, lo + chunk < units ? lo + chunk : units);
+        const uint64_t front = old >> 32, back = old & 0xFFFFFFFFu;
+        if (front >= back)
+            return 0;
+        const uint64_t take = back - front < (uint64_t)job.chunk ? back - front : (uint64_t)job.chunk;
+        const uint64_t next = from_back ? (front << 32) | (back - take) : ((front + take) << 32) | back;
+        if (__atomic_compare_exchange_n(&parts[part], &old, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            *lo = (ptrdiff_t)(from_back ? back - take : front);
+            *hi = *lo + (ptrdiff_t)take;
+            return 1;
+        }
     }
+}
+
+static void drain(int self)
+{
+    const int n = job.helpers + 1;
+    ptrdiff_t lo, hi;
+    while (claim(self, 0, &lo, &hi))
+        job.fn(job.io, job.A, job.K, lo, hi);
+    for (int k = 1; k < n; k++)
+        while (claim((self + k) % n, 1, &lo, &hi))
+            job.fn(job.io, job.A, job.K, lo, hi);
 }
 
 static void *helper_main(void *arg)
@@ -87,7 +111,7 @@ static void *helper_main(void *arg)
             seen = g;
             __atomic_add_fetch(&active, 1, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&generation, __ATOMIC_SEQ_CST) == g && index < job.helpers)
-                drain();
+                drain(index + 1);
             __atomic_sub_fetch(&active, 1, __ATOMIC_SEQ_CST);
             idle_since = now_ns();
             continue;
@@ -160,11 +184,13 @@ IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, con
     int helpers = (int)threads - 1;
     if (helpers > started)
         helpers = started;
-    if (helpers <= 0 || __atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
+    /* (units beyond 2**31 would not fit a part's word; no operator has that many.) */
+    if (helpers <= 0 || units >= ((ptrdiff_t)1 << 31) || __atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
         fn(io, A, K, 0, units);
         return;
     }
-    ptrdiff_t chunk = units / (8 * (helpers + 1));
+    const ptrdiff_t n = helpers + 1;
+    const ptrdiff_t chunk = units / (4 * n); /* a quarter of a part: what a late helper can delay */
     job.fn = fn;
     job.io = io;
     job.A = A;
@@ -172,7 +198,10 @@ IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, con
     job.units = units;
     job.chunk = chunk > 0 ? chunk : 1;
     job.helpers = helpers;
-    __atomic_store_n(&next_unit, 0, __ATOMIC_RELAXED);
+    for (ptrdiff_t i = 0; i < n; i++) {
+        const uint64_t front = (uint64_t)(i * units / n), back = (uint64_t)((i + 1) * units / n);
+        __atomic_store_n(&parts[i], (front << 32) | back, __ATOMIC_RELAXED);
+    }
     const unsigned long g = __atomic_load_n(&generation, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&generation, g, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST)) {
@@ -180,7 +209,7 @@ IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, con
         pthread_cond_broadcast(&wakeup);
         pthread_mutex_unlock(&mutex);
     }
-    drain();
+    drain(0);
     __atomic_store_n(&generation, g + 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&active, __ATOMIC_SEQ_CST))
         relax();

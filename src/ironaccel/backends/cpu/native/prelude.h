@@ -62,6 +62,19 @@ IA_INLINE void ia_vstore_n(float *p, ia_vf v, int n) { float t[IA_VL]; ia_vstore
 IA_INLINE ia_vf ia_vload_n(const float *p, int n) { float t[IA_VL] = {0}; memcpy(t, p, (size_t)n * sizeof(float)); return ia_vload(t); }
 #endif
 
+#if defined(IA_VECTORS) && defined(IA_ISA_AVX512)
+/* ia_min_p(ia_max_p(v, lo), hi) on 16 lanes, for lo and hi that are not NaN: max_ps(lo, v) is
+ * lo > v ? lo : v and min_ps(t, hi) is t < hi ? t : hi, the scalar functions' choices (signed zeros
+ * included) wherever v is a number; lanes where v is NaN get ``nan`` (the plain NaN for PROPAGATE, the
+ * constant ia_min_i(lo, hi) for IGNORE). Four instructions where the compiler makes a dozen of the
+ * scalar form. */
+IA_INLINE ia_vf ia_vclamp(ia_vf v, float lo, float hi, float nan)
+{
+    ia_vf r = _mm512_min_ps(_mm512_max_ps(_mm512_set1_ps(lo), v), _mm512_set1_ps(hi));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), r, _mm512_set1_ps(nan));
+}
+#endif
+
 /* -- int32 vectors for int8 products on AVX-512 VNNI (gemm.py's dot4 kernels) ------------------------ */
 #if defined(IA_VECTORS) && defined(IA_ISA_AVX512) && defined(__AVX512VNNI__)
 typedef __m512i ia_vi;

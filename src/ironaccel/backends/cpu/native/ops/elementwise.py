@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .....tosa.attributes import NanPropagationMode
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
 from ...ops.activation import decode_scalar
-from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
+from ..lowering import Epilogue, Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
 
 _INTS = (DType.INT8, DType.INT16, DType.INT32)
 _UNSIGNED = {DType.INT8: "uint8_t", DType.INT16: "uint16_t", DType.INT32: "uint32_t"}
@@ -291,12 +293,28 @@ def select(view: OpView) -> Kernel:
     return elementwise(view, "v0 ? v1 : v2", operands=(0, 1, 2))
 
 
-@lowering(Op.CLAMP)
-def clamp(view: OpView) -> Kernel:
+def clamp_expression(view: OpView, value: str) -> str:
+    """CLAMP of ``value`` as a C expression (also what a convolution it is fused into applies)."""
     dtype = _same_types(view, (DType.FP32, *_INTS), count=1)
     lo, hi = decode_scalar(view.attribute.min_val, dtype), decode_scalar(view.attribute.max_val, dtype)
     if dtype is DType.FP32:
         ignore = _nan_mode(view) == NanPropagationMode.IGNORE
         upper, lower = ("ia_min_i", "ia_max_i") if ignore else ("ia_min_p", "ia_max_p")
-        return elementwise(view, f"{upper}({lower}(v0, {c_float(lo)}), {c_float(hi)})", operands=(0,))
-    return elementwise(view, f"ia_clip64(v0, {c_int(lo)}, {c_int(hi)})", operands=(0,))
+        return f"{upper}({lower}({value}, {c_float(lo)}), {c_float(hi)})"
+    return f"ia_clip64({value}, {c_int(lo)}, {c_int(hi)})"
+
+
+def clamp_epilogue(view: OpView) -> Epilogue:
+    """A CLAMP as the epilogue of the operator producing its fp32 input (see codegen.fusions)."""
+    scalar = clamp_expression(view, "v")
+    lo, hi = decode_scalar(view.attribute.min_val, DType.FP32), decode_scalar(view.attribute.max_val, DType.FP32)
+    if np.isnan(lo) or np.isnan(hi):
+        return Epilogue(scalar)
+    ignore = _nan_mode(view) == NanPropagationMode.IGNORE
+    nan = (lo if lo < hi else hi) if ignore else float("nan")  # ia_min_i(lo, hi), or the plain NaN
+    return Epilogue(scalar, f"ia_vclamp(v, {c_float(lo)}, {c_float(hi)}, {c_float(nan)})")
+
+
+@lowering(Op.CLAMP)
+def clamp(view: OpView) -> Kernel:
+    return elementwise(view, clamp_expression(view, "v0"), operands=(0,))

@@ -131,6 +131,8 @@ def conv2d(view: OpView) -> Kernel:
     ]
     if remainder:
         body += ["    else {", *(f"        {line}" for line in product.calls(remainder, "a", "c")), "    }"]
+    if view.epilogue:
+        body.append("    " + view.epilogue.loop(f"Y0 + m0 * {oc}", f"rows * {oc}", view.tools))
     body.append("}")
     return Kernel(
         "\n".join(body),
@@ -616,7 +618,10 @@ for (ptrdiff_t j = 0; j < {width}; j++) PB[j] = j < {oc} ? X2[{spread}] : 0;"""
             "            o[j] = acc;",
             "        }",
         ]
-    body = [*head, *inner, "    }", "}"]
+    body = [*head, *inner, "    }"]
+    if view.epilogue:
+        body.append("    " + view.epilogue.loop(f"Y0 + r * {ow * oc}", ow * oc, view.tools))
+    body.append("}")
     return Kernel(
         "\n".join(body),
         prologue="\n".join(prologue),
