@@ -99,11 +99,6 @@ def dot4_correction(weights: np.ndarray, zero_point: int) -> np.ndarray:
     return (128 + zero_point) * weights.astype(np.int64).sum(axis=(0, 1))
 
 
-def wrap32(values: np.ndarray) -> np.ndarray:
-    """int64 values modulo 2**32 as int32 (the accumulator's wrap-around)."""
-    return (np.asarray(values, np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-
-
 def chunks(taps: int, depth: int, bound: int) -> list[tuple[int, int, int, int]]:
     """(t0, t1, k0, k1) ranges covering taps x depth in which a sum of terms of magnitude <= ``bound``
     stays exact in float32; one range when the whole sum does (always, for float operands: bound 0)."""

@@ -20,6 +20,7 @@ import numpy as np
 from .....tosa.attributes import NanPropagationMode
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
+from ...numerics import wrap
 from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size
 from . import gemm
 
@@ -85,11 +86,11 @@ def conv2d(view: OpView) -> Kernel:
     _check_windows(view, iw, left + right, kw, sx, dx, ow)
     zp_x = view.scalar(3, "input_zp") if integer else 0
     zp_w = view.scalar(4, "weight_zp") if integer else 0
-    if integer and _dot4_weights(view, zp_w) is not None:
-        return _conv2d_dot4(view, zp_x, zp_w)
+    dot4 = _dot4_weights(view, zp_w) if integer else None
+    if dot4 is not None:
+        return _conv2d_dot4(view, zp_x, dot4)
     padded = integer or any(attr.pad)
     ph, pw = (ih + top + bottom, iw + left + right) if padded else (ih, iw)
-    row, image = pw * ic, ph * pw * ic
     rows, taps = n * oh * ow, kh * kw
     tile = gemm.tiling(view.tools, rows, oc)
     blocks = -(-oc // tile.nr)
@@ -103,26 +104,55 @@ def conv2d(view: OpView) -> Kernel:
     bound = gemm.magnitude(_INT8_RANGE, zp_x) * w_bound if integer else 0
     offsets = f"{view.prefix}taps"
     product = gemm.Product(view.prefix, tile, rows, oc, taps, ic, offsets, integer, gemm.chunks(taps, ic, bound))
-    table = ", ".join(str(ky * dy * row + kx * dx * ic) for ky in range(kh) for kx in range(kw))
-    remainder = rows % tile.mr
-    helpers = [
-        f"static const ptrdiff_t {offsets}[{taps}] = {{{table}}};",
-        product.kernels([tile.mr, remainder or tile.mr]),
-    ]
     out_t = "int32_t" if integer else "float"
     source = "(const float *)S0" if padded else "X0"
+    types = ("float", "float", out_t)
+    return _conv_kernel(view, product, types, (source, weights, bias), (ph, pw), prologue, scratch, arrays)
+
+
+def _conv_kernel(
+    view: OpView,
+    product: gemm.Product,
+    types: tuple[str, str, str],
+    pointers: tuple[str, str, str],
+    padded_hw: tuple[int, int],
+    prologue: list[str],
+    scratch: list[int],
+    arrays: dict[str, np.ndarray],
+) -> Kernel:
+    """The units of a CONV2D, one tile of output pixels each, through ``product``'s kernels.
+
+    ``types``: C element types of the (copied) input, the packed weights and the result; ``pointers``:
+    C expressions of the input the windows read (``padded_hw`` rows x columns per image, product.depth
+    elements per pixel), the packed weights and the bias."""
+    attr = view.attribute
+    oh, ow = view.outputs[0].shape[1:3]
+    _, kh, kw, ic = view.inputs[1].shape
+    sy, sx = attr.stride
+    dy, dx = attr.dilation
+    ph, pw = padded_hw
+    a_t, w_t, out_t = types
+    tile, rows, oc, depth = product.tile, product.rows, product.columns, product.depth
+    row, image = pw * depth, ph * pw * depth
+    table = ", ".join(str(ky * dy * row + kx * dx * depth) for ky in range(kh) for kx in range(kw))
+    remainder = rows % tile.mr
+    helpers = [
+        f"static const ptrdiff_t {product.offsets}[{product.taps}] = {{{table}}};",
+        product.kernels([tile.mr, remainder or tile.mr]),
+    ]
+    source, weights, bias = pointers
     body = [
-        f"const float *restrict P = {source};",
-        f"const float *restrict W = {weights};",
+        f"const {a_t} *restrict P = {source};",
+        f"const {w_t} *restrict W = {weights};",
         f"const {out_t} *restrict B = {bias};",
         "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
         f"    const ptrdiff_t m0 = tile * {tile.mr};",
         f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
-        f"    const float *a[{tile.mr}];",
+        f"    const {a_t} *a[{tile.mr}];",
         f"    {out_t} *c[{tile.mr}];",
         "    for (ptrdiff_t i = 0; i < rows; i++) {",
         f"        const ptrdiff_t m = m0 + i, b = m / {oh * ow}, r = m % {oh * ow};",
-        f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * ic};",
+        f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * depth};",
         f"        c[i] = Y0 + m * {oc};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
@@ -141,7 +171,7 @@ def conv2d(view: OpView) -> Kernel:
         scratch=tuple(scratch),
         arrays=arrays,
         units=-(-rows // tile.mr),
-        macs=rows * oc * taps * ic,
+        macs=rows * oc * product.taps * ic,
         vectors=True,
     )
 
@@ -189,21 +219,17 @@ for (ptrdiff_t b = 0; b < {n}; b++)
     }}"""
 
 
-def _conv2d_dot4(view: OpView, zp_x: int, zp_w: int) -> Kernel:
-    """An int8 CONV2D through the VNNI kernels (see :mod:`.gemm`): the input copied as bytes + 128
-    with every pixel's channels padded to a multiple of 4, the bias corrected for that + 128."""
+def _conv2d_dot4(view: OpView, zp_x: int, weights: np.ndarray) -> Kernel:
+    """An int8 CONV2D through the VNNI kernels (see :mod:`.gemm`) with ``weights`` from
+    :func:`_dot4_weights`: the input copied as bytes + 128 with every pixel's channels padded to a
+    multiple of 4, the bias corrected for that + 128."""
     attr = view.attribute
     n, ih, iw, ic = view.inputs[0].shape
     oc, kh, kw, _ = view.inputs[1].shape
     _, oh, ow, _ = view.outputs[0].shape
     top, bottom, left, right = attr.pad
-    sy, sx = attr.stride
-    dy, dx = attr.dilation
-    weights = _dot4_weights(view, zp_w)
-    assert weights is not None
     depth4 = -(-ic // 4) * 4
     ph, pw = ih + top + bottom, iw + left + right
-    row, image = pw * depth4, ph * pw * depth4
     rows, taps = n * oh * ow, kh * kw
     tile = gemm.tiling(view.tools, rows, oc)
     blocks = -(-oc // tile.nr)
@@ -214,11 +240,12 @@ def _conv2d_dot4(view: OpView, zp_x: int, zp_w: int) -> Kernel:
     correction = np.zeros(blocks * tile.nr, np.int64)
     correction[:oc] = gemm.dot4_correction(weights, zp_x)
     if view.values[2] is not None:
-        bias = np.broadcast_to(np.asarray(view.values[2]).astype(np.int64).reshape(-1), (oc,))
-        arrays["b"] = gemm.wrap32(np.concatenate([bias, np.zeros(blocks * tile.nr - oc, np.int64)]) - correction)
+        bias = np.zeros(blocks * tile.nr, np.int64)
+        bias[:oc] = np.broadcast_to(np.asarray(view.values[2]).astype(np.int64).reshape(-1), (oc,))
+        arrays["b"] = wrap(bias - correction, DType.INT32)
         bias_ptr = "K_b"
     else:
-        arrays["c"] = gemm.wrap32(correction)
+        arrays["c"] = wrap(correction, DType.INT32)
         spread = "j" if size(view.inputs[2].shape) == oc else "0"
         prologue.append(
             f"""int32_t *restrict PB = (int32_t *)S1;
@@ -229,43 +256,9 @@ for (ptrdiff_t j = 0; j < {blocks * tile.nr}; j++)
         bias_ptr = "(const int32_t *)S1"
     offsets = f"{view.prefix}taps"
     product = gemm.Product(view.prefix, tile, rows, oc, taps, depth4, offsets, True, [(0, taps, 0, depth4)], dot4=True)
-    table = ", ".join(str(ky * dy * row + kx * dx * depth4) for ky in range(kh) for kx in range(kw))
-    remainder = rows % tile.mr
-    helpers = [
-        f"static const ptrdiff_t {offsets}[{taps}] = {{{table}}};",
-        product.kernels([tile.mr, remainder or tile.mr]),
-    ]
-    body = [
-        "const uint8_t *restrict P = (const uint8_t *)S0;",
-        "const int8_t *restrict W = K_w;",
-        f"const int32_t *restrict B = {bias_ptr};",
-        "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
-        f"    const ptrdiff_t m0 = tile * {tile.mr};",
-        f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
-        f"    const uint8_t *a[{tile.mr}];",
-        f"    int32_t *c[{tile.mr}];",
-        "    for (ptrdiff_t i = 0; i < rows; i++) {",
-        f"        const ptrdiff_t m = m0 + i, b = m / {oh * ow}, r = m % {oh * ow};",
-        f"        a[i] = P + b * {image} + (r / {ow}) * {sy * row} + (r % {ow}) * {sx * depth4};",
-        f"        c[i] = Y0 + m * {oc};",
-        "    }",
-        f"    if (rows == {tile.mr}) {{",
-        *(f"        {line}" for line in product.calls(tile.mr, "a", "c")),
-        "    }",
-    ]
-    if remainder:
-        body += ["    else {", *(f"        {line}" for line in product.calls(remainder, "a", "c")), "    }"]
-    body.append("}")
-    return Kernel(
-        "\n".join(body),
-        prologue="\n".join(prologue),
-        helpers="\n".join(helpers),
-        scratch=tuple(scratch),
-        arrays=arrays,
-        units=-(-rows // tile.mr),
-        macs=rows * oc * taps * ic,
-        vectors=True,
-    )
+    types = ("uint8_t", "int8_t", "int32_t")
+    pointers = ("(const uint8_t *)S0", "K_w", bias_ptr)
+    return _conv_kernel(view, product, types, pointers, (ph, pw), prologue, scratch, arrays)
 
 
 def _conv_operands(
@@ -389,23 +382,45 @@ for (ptrdiff_t j = 0; j < {batch * h * c}; j++) PA[j] = (float)((int32_t)X0[j] -
     bound = gemm.magnitude(_INT8_RANGE, zp_a) * b_bound if integer else 0
     product = gemm.Product(view.prefix, tile, h, w, 1, c, None, integer, gemm.chunks(1, c, bound))
     arrays["b"] = np.zeros(blocks * tile.nr, np.int32 if integer else np.float32)
-    tiles = -(-h // tile.mr)
+    types = ("float", "float", "int32_t" if integer else "float")
+    return _matmul_kernel(view, product, types, (a_source, weights, "K_b"), panel, prologue, scratch, arrays)
+
+
+def _matmul_kernel(
+    view: OpView,
+    product: gemm.Product,
+    types: tuple[str, str, str],
+    pointers: tuple[str, str, str],
+    panel: int,
+    prologue: list[str],
+    scratch: list[int],
+    arrays: dict[str, np.ndarray],
+) -> Kernel:
+    """The units of a MATMUL through ``product``'s kernels. ``types``: C element types of A (as the
+    kernels read it, product.depth per row), of the packed B and of the result; ``pointers``: C
+    expressions of A, of the packed B (``panel`` elements per batch) and of the bias, which may use the
+    unit's batch ``b``."""
+    batch, h, c = view.inputs[0].shape
+    w = view.inputs[1].shape[2]
+    a_t, w_t, out_t = types
+    a_source, weights, bias = pointers
+    tile = product.tile
+    blocks, tiles = product.blocks, -(-h // tile.mr)
     remainder = h % tile.mr
-    out_t = "int32_t" if integer else "float"
     body = [
-        f"const float *restrict A = {a_source};",
-        f"const {out_t} *restrict B = K_b;",
+        f"const {a_t} *restrict A = {a_source};",
         # A unit is one tile of rows in one column block, in (batch, block, tile) order: a stretch of units
         # keeps one block's packed panel of B in cache while the tiles of A pass by.
         "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
         f"    const ptrdiff_t b = unit / {blocks * tiles}, nb = (unit / {tiles}) % {blocks};",
         f"    const ptrdiff_t m0 = (unit % {tiles}) * {tile.mr};",
         f"    const ptrdiff_t rows = {h} - m0 < {tile.mr} ? {h} - m0 : {tile.mr};",
-        f"    const float *restrict W = {weights} + b * {panel};",
-        f"    const float *a[{tile.mr}];",
+        f"    const {w_t} *restrict W = {weights} + b * {panel};",
+        f"    const {out_t} *restrict B = {bias};",
+        f"    const {a_t} *a[{tile.mr}];",
         f"    {out_t} *c[{tile.mr}];",
         "    for (ptrdiff_t i = 0; i < rows; i++) {",
-        f"        a[i] = A + (b * {h} + m0 + i) * {c};",
+        f"        a[i] = A + (b * {h} + m0 + i) * {product.depth};",
         f"        c[i] = Y0 + (b * {h} + m0 + i) * {w};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
@@ -453,7 +468,7 @@ for (ptrdiff_t r = 0; r < {batch * h}; r++) {{
         correction = np.zeros((batch, blocks * tile.nr), np.int64)
         for i in range(batch):
             correction[i, :w] = gemm.dot4_correction(constant_b[i][None], zp_a)
-        arrays["b"] = gemm.wrap32(-correction)
+        arrays["b"] = wrap(-correction, DType.INT32)
         weights, bias = "K_w", "K_b"
     else:
         # B is int8 with zero point 0: its bytes are the signed operand as they are. The column sums
@@ -477,40 +492,9 @@ for (ptrdiff_t b = 0; b < {batch}; b++)
         scratch += [batch * panel, batch * blocks * tile.nr * 4]
         weights, bias = "(const int8_t *)S1", "(const int32_t *)S2"
     product = gemm.Product(view.prefix, tile, h, w, 1, depth4, None, True, [(0, 1, 0, depth4)], dot4=True)
-    tiles = -(-h // tile.mr)
-    remainder = h % tile.mr
-    body = [
-        "const uint8_t *restrict A = (const uint8_t *)S0;",
-        "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
-        f"    const ptrdiff_t b = unit / {blocks * tiles}, nb = (unit / {tiles}) % {blocks};",
-        f"    const ptrdiff_t m0 = (unit % {tiles}) * {tile.mr};",
-        f"    const ptrdiff_t rows = {h} - m0 < {tile.mr} ? {h} - m0 : {tile.mr};",
-        f"    const int8_t *restrict W = {weights} + b * {panel};",
-        f"    const int32_t *restrict B = {bias} + b * {blocks * tile.nr};",
-        f"    const uint8_t *a[{tile.mr}];",
-        f"    int32_t *c[{tile.mr}];",
-        "    for (ptrdiff_t i = 0; i < rows; i++) {",
-        f"        a[i] = A + (b * {h} + m0 + i) * {depth4};",
-        f"        c[i] = Y0 + (b * {h} + m0 + i) * {w};",
-        "    }",
-        f"    if (rows == {tile.mr}) {{",
-        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", block_loop=False)),
-        "    }",
-    ]
-    if remainder:
-        calls = product.calls(remainder, "a", "c", block_loop=False)
-        body += ["    else {", *(f"        {line}" for line in calls), "    }"]
-    body.append("}")
-    return Kernel(
-        "\n".join(body),
-        prologue="\n".join(prologue),
-        helpers=product.kernels([tile.mr, remainder or tile.mr]),
-        scratch=tuple(scratch),
-        arrays=arrays,
-        units=batch * blocks * tiles,
-        macs=batch * h * w * c,
-        vectors=True,
-    )
+    types = ("uint8_t", "int8_t", "int32_t")
+    pointers = ("(const uint8_t *)S0", weights, f"{bias} + b * {blocks * tile.nr}")
+    return _matmul_kernel(view, product, types, pointers, panel, prologue, scratch, arrays)
 
 
 # -- DEPTHWISE_CONV2D -------------------------------------------------------------------------------------
