@@ -79,7 +79,6 @@ IA_INLINE ia_vf ia_vclamp(ia_vf v, float lo, float hi, float nan)
 #if defined(IA_VECTORS) && defined(IA_ISA_AVX512) && defined(__AVX512VNNI__)
 typedef __m512i ia_vi;
 #define ia_viload(p) _mm512_loadu_si512((const void *)(p))
-#define ia_viload_bytes(p) _mm512_loadu_si512((const void *)(p))
 #define ia_vistore(p, v) _mm512_storeu_si512((void *)(p), (v))
 #define ia_vdot4(acc, x, w) _mm512_dpbusd_epi32((acc), (x), (w)) /* acc + four u8 x s8 products per lane */
 IA_INLINE void ia_vistore_n(int32_t *p, ia_vi v, int n) { _mm512_mask_storeu_epi32(p, (__mmask16)((1u << n) - 1u), v); }

@@ -201,7 +201,7 @@ def dot4_kernel(name: str, tile: Tiling, rows: int, columns: int, depth4: int, o
     lines.append(f"        const int8_t *restrict wt = w + t * {depth4 * nr};")
     lines.append("        for (ptrdiff_t k = k0; k < k1; k += 4) {")
     for v in range(nv):
-        lines.append(f"            const ia_vi w{v} = ia_viload_bytes(wt + k * {nr} + {v * vl * 4});")
+        lines.append(f"            const ia_vi w{v} = ia_viload(wt + k * {nr} + {v * vl * 4});")
     for i in range(rows):
         lines.append(f"            {{ const ia_vi x = ia_vset4(a{i} + off + k);")
         for v in range(nv):
