@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import ironaccel as ia
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance import semantic
-from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError, Unsupported
+from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError, ResourceLimit, Unsupported
 from ironaccel.runtime import BufferDesc, Device
 from ironaccel.runtime.backends import factory
 from ironaccel.virtio import DeviceEngine
@@ -32,6 +32,7 @@ from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.guest import GROUP_BYTES, SEGMENT_BYTES, VirtioAccelerator, _segments
 from ironaccel.virtio.transport_guest import GuestTransport
 from ironaccel.virtio.wire import (
+    HEADER_BYTES,
     AllocateBufferRequest,
     CreateContextRequest,
     ObjectPayload,
@@ -158,6 +159,79 @@ def test_large_transfers_are_split_into_frames_and_come_back_intact(host):
         assert bytes(guest.read_buffer(buf, (20 << 20) - 3, 3)) == data[-3:].tobytes()
         guest.free_buffer(buf)
         guest.destroy_context(ctx)
+    finally:
+        guest.close()
+
+
+def test_transfers_from_and_into_guest_memory_are_served_in_place_and_come_back_intact(host, monkeypatch):
+    """Arrays made by host_array live in the guest's shared memory: a WRITE_BUFFER chain carries their
+    bytes as a descriptor of its own (never copied into the arena, never gathered by the daemon) and a
+    READ_BUFFER names them as its second writable region. Frames larger than 16 MiB split; odd offsets
+    and a short last piece land where they belong."""
+    from ironaccel.virtio import daemon_connection
+
+    guest = VirtioAccelerator(host.path, arena_bytes=4 << 20, heap_bytes=64 << 20)
+    apart = []
+    serve_apart = daemon_connection.GuestConnection._serve_apart
+
+    def counted(self, chain, into):
+        used = serve_apart(self, chain, into)
+        apart.append((len(chain.readable), len(chain.writable), used))
+        return used
+
+    monkeypatch.setattr(daemon_connection.GuestConnection, "_serve_apart", counted)
+    try:
+        ctx = guest.create_context()
+        n = (20 << 20) + 13  # over one frame, and more than the 4 MiB arena could stage at once
+        data = guest.host_array((n,), np.uint8)
+        data[:] = np.random.default_rng(2).integers(0, 256, n, dtype=np.uint8)
+        assert guest.transport.guest_offset(memoryview(data)) is not None
+        buf = guest.allocate_buffer(ctx, BufferDesc(n + 7))
+        guest.write_buffer(buf, 7, data)
+        back = guest.host_array((n,), np.uint8)
+        back[:] = 0
+        guest.read_buffer(buf, 7, n, out=back)
+        np.testing.assert_array_equal(back, data)
+        ordinary = np.empty(n, np.uint8)  # the same bytes through the arena
+        guest.read_buffer(buf, 7, n, out=ordinary)
+        np.testing.assert_array_equal(ordinary, data)
+        writes = [a for a in apart if a[:2] == (2, 1) and a[2] is not None]
+        reads = [a for a in apart if a[:2] == (1, 2) and a[2] is not None]
+        assert len(writes) == 2 and len(reads) == 2  # 16 MiB frames: two each way
+        chunk = guest.config.max_response_bytes - HEADER_BYTES  # one frame's data
+        assert sorted(used for *_, used in reads) == sorted([HEADER_BYTES + chunk, HEADER_BYTES + n - chunk])
+        guest.free_buffer(buf)
+        guest.destroy_context(ctx)
+        heap = guest.transport.heap
+        del data, back
+        assert heap.free_bytes == heap.size  # the arrays' room went back to the heap
+    finally:
+        guest.close()
+
+
+def test_programs_run_on_guest_memory_arrays_give_local_outputs(host):
+    with ia.open(f"virtio:{host.path}") as dev:
+        x = _input("cnn_fp32")
+        xs = dev.empty(x.shape, x.dtype)
+        xs[...] = x
+        out = dev.empty(dev.compile(MODELS / "cnn_fp32.tosa").outputs[0].shape, np.float32)
+        exe = dev.compile(MODELS / "cnn_fp32.tosa")
+        (y,) = exe(xs, out=out)
+        assert y is out
+        (z,) = exe.submit(xs).wait(30)
+    np.testing.assert_array_equal(out, _local("cnn_fp32"))
+    np.testing.assert_array_equal(z, _local("cnn_fp32"))
+
+
+def test_a_full_guest_memory_heap_is_a_resource_limit(host):
+    guest = VirtioAccelerator(host.path, heap_bytes=1 << 20)
+    try:
+        kept = guest.host_array((1 << 19,), np.uint8)
+        with pytest.raises(ResourceLimit, match="guest memory heap"):
+            guest.host_array((1 << 20,), np.uint8)
+        assert guest.host_array((0, 3), np.float32).shape == (0, 3)  # nothing to place
+        del kept
+        assert guest.host_array((1 << 20,), np.uint8).nbytes == 1 << 20
     finally:
         guest.close()
 

@@ -315,6 +315,12 @@ class Accelerator:
             raise Busy(f"{buf!r} is bound to pending work")
         return rec
 
+    def host_array(self, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """An uninitialised C-contiguous numpy array in the host memory this accelerator transfers from
+        and to with the fewest copies (a virtio guest's own shared memory, which the device reads and
+        writes in place). The default is ordinary memory: ``np.empty``."""
+        return np.empty(tuple(shape), dtype)
+
     def write_buffer(self, buf: Buffer, offset: int, data: Any) -> None:
         """Copies: the one host-to-buffer copy point. Failure: the range may be partly written.
         Blocking: the copy runs outside the lock, in parallel with other calls."""

@@ -239,6 +239,12 @@ class Device:
     def __repr__(self) -> str:
         return f"<Device {self.name}: {self.info.name}>"
 
+    def empty(self, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """An uninitialised array in the host memory this device moves data from and to fastest: inputs
+        and ``out=`` arrays made here skip a copy where the backend can (``virtio:``: the guest memory the
+        device reads and writes in place); elsewhere an ordinary numpy array."""
+        return self.accelerator.host_array(shape, dtype)
+
     def compile(self, source: Any, resident_bytes: int | None = None, target: Target | None = None) -> Executable:
         """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program; or an
         NVFP4 projection (an ``ironaccel.nvfp4`` projection, its bytes or a path to them).

@@ -194,6 +194,12 @@ class GuestConnection:
         into = getattr(self.session, "process_into", None)
         head = chain.readable[0][:IN_PLACE_PREFIX] if len(chain.readable) == 1 else None
         try:
+            apart = None if into is None else self._serve_apart(chain, into)
+            if apart is not None:
+                queue.complete(chain.head, apart)
+                self.commands += 1
+                self._call()
+                return
             if into is not None and len(chain.writable) == 1:
                 # The answer (READ_BUFFER data included) is written where the guest reads it: no copy
                 # between. A large WRITE_BUFFER is also read where the guest wrote it (see process_into).
@@ -218,6 +224,26 @@ class GuestConnection:
         queue.complete(chain.head, chain.scatter(response))
         self.commands += 1
         self._call()
+
+    def _serve_apart(self, chain: Chain, into: Callable[..., int]) -> int | None:
+        """Serve a transfer whose data has a descriptor of its own (the guest's arrays in guest memory,
+        ``VirtioAccelerator.guest_array``) without gathering it: a WRITE_BUFFER of two readable regions,
+        header and prefix then data, is read where the data lies; a READ_BUFFER whose writable regions
+        are a header's room then the data is read by the backend straight into the second. Returns the used
+        length, or None for any other chain (the general path serves it). The opcode is read from a
+        private copy."""
+        readable, writable = chain.readable, chain.writable
+        if len(readable) == 2 and len(writable) == 1 and len(readable[0]) == IN_PLACE_PREFIX:
+            head = bytes(readable[0])
+            if int.from_bytes(head[:2], "little") != Opcode.WRITE_BUFFER:
+                return None
+            return into(head, writable[0][: self.options.max_response], tail=readable[1])
+        if len(readable) == 1 and len(writable) == 2 and len(writable[0]) == HEADER_BYTES:
+            request = chain.gather()
+            if int.from_bytes(request[:2], "little") != Opcode.READ_BUFFER:
+                return None
+            return into(request, writable[0], sink=writable[1][: max(0, self.options.max_response - HEADER_BYTES)])
+        return None
 
     def _call(self) -> None:
         if self.queue is not None and self.queue.needs_call() and self.vring.call >= 0:

@@ -132,7 +132,13 @@ class GuestSession:
             return reply
 
     def process_into(
-        self, request: bytes | bytearray | memoryview, response: memoryview, in_place: bytes | None = None
+        self,
+        request: bytes | bytearray | memoryview,
+        response: memoryview,
+        in_place: bytes | None = None,
+        *,
+        tail: memoryview | None = None,
+        sink: memoryview | None = None,
     ) -> int:
         """``process`` writing the answer straight into ``response`` (the chain's writable area); returns
         the used length. READ_BUFFER data goes from the backend into ``response`` with no copy between.
@@ -141,21 +147,34 @@ class GuestSession:
         copy of its first bytes (header and transfer prefix). Only a WRITE_BUFFER is served so: its data
         is only data (a guest changing it meanwhile changes only what it writes), and the command runs
         only if the header and prefix decoded from ``request`` equal the private copy's, so no value
-        that was checked can change. Anything else answers INVALID_ARGUMENT."""
+        that was checked can change. Anything else answers INVALID_ARGUMENT.
+
+        ``tail``: a WRITE_BUFFER whose data is a descriptor of its own: ``request`` is the private copy
+        of its header and prefix, ``tail`` the data in guest memory, read where it lies (only data, as
+        above). ``sink``: the chain's writable area is two regions, ``response`` (a header's room) and then
+        ``sink``, filled in that order; a READ_BUFFER's data goes from the backend into ``sink``."""
         with self._lock:
             if self._closed:
                 return 0
             if self._quarantine:
                 self._reclaim()
-            reply = self._run(request, response.nbytes, in_place)
+            reply = self._run(request, response.nbytes + (0 if sink is None else sink.nbytes), in_place, tail)
             if isinstance(reply, _Read):
-                status = self._fill(reply, response[HEADER_BYTES : HEADER_BYTES + reply.length])
+                if sink is None:
+                    data = response[HEADER_BYTES : HEADER_BYTES + reply.length]
+                else:  # as the chain's bytes in order: the header fills ``response``, the data follows
+                    data = sink[: reply.length]
+                status = self._fill(reply, data)
                 if status is not Status.OK:
                     response[:HEADER_BYTES] = response_header(status, reply.request_id)
                     return HEADER_BYTES
                 response[:HEADER_BYTES] = response_header(Status.OK, reply.request_id, reply.length)
                 return HEADER_BYTES + reply.length
-            response[: len(reply)] = reply
+            head = min(len(reply), response.nbytes)
+            response[:head] = reply[:head]
+            if head < len(reply):  # only with a sink, which _run's capacity check counted
+                assert sink is not None
+                sink[: len(reply) - head] = reply[head:]
             return len(reply)
 
     def reset(self) -> ResetReport:
@@ -199,12 +218,16 @@ class GuestSession:
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def _run(
-        self, request: bytes | bytearray | memoryview, capacity: int, in_place: bytes | None = None
+        self,
+        request: bytes | bytearray | memoryview,
+        capacity: int,
+        in_place: bytes | None = None,
+        tail: memoryview | None = None,
     ) -> bytes | _Read:
         if capacity < HEADER_BYTES:
             return b""
         try:
-            req = decode_request(request, self.engine.decode_limits)
+            req = decode_request(request, self.engine.decode_limits, tail)
         except FrameTooShort:
             return b""
         except RequestRejected as exc:

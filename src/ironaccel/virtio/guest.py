@@ -30,11 +30,14 @@ Design choices:
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..core.errors import (
     Busy,
@@ -56,7 +59,7 @@ from ..runtime.event import EventCore
 from ..runtime.handles import Context, Event
 from ..runtime.types import ArtifactRef, BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
 from ..tosa.target import Target
-from .transport_guest import GuestTransport
+from .transport_guest import IN_PLACE_MIN_BYTES, GuestTransport
 from .wire_constants import (
     HEADER_BYTES,
     AcceleratorClass,
@@ -121,11 +124,11 @@ def _raise_failed(responses: Sequence[Response], what: str) -> None:
             raise error_for(response.status, what)
 
 
-def _segments(total: int, chunk: int, budget: int) -> Iterator[list[tuple[int, int]]]:
-    """``(offset, bytes)`` pieces of a transfer, in groups posted as one batch. Pieces of
-    ``SEGMENT_BYTES`` (``chunk``, one frame's room, at most) let the device copy one while the next is
-    copied in; a group's pieces and their frames fit in ``budget`` bytes of the arena."""
-    piece = min(chunk, SEGMENT_BYTES)
+def _segments(total: int, chunk: int, budget: int, piece: int = SEGMENT_BYTES) -> Iterator[list[tuple[int, int]]]:
+    """``(offset, bytes)`` pieces of a transfer, in groups posted as one batch. Pieces of ``piece`` bytes
+    (``chunk``, one frame's room, at most) let the device copy one while the next is copied in; a group's
+    pieces and their frames fit in ``budget`` bytes of the arena."""
+    piece = min(chunk, piece)
     per_group = max(1, budget // (piece + 256))  # 256: a frame's header and answer, rounded up to blocks
     pieces = [(at, min(piece, total - at)) for at in range(0, total, piece)]
     for first in range(0, len(pieces), per_group):
@@ -178,25 +181,37 @@ class VirtioAccelerator(Accelerator):
 
     def _batch(self, commands: Sequence[tuple[Opcode, bytes, Any, memoryview | None]]) -> list[Response]:
         """Several commands ``(opcode, body, tail, read_into)`` posted at once and served in this order
-        (one kick, one wait); their answers, decoded, in the same order."""
+        (one kick, one wait); their answers, decoded, in the same order. A tail or ``read_into`` in guest
+        memory (:meth:`host_array`) is read or written by the device where it lies."""
         frames, expected = [], []
+        transport = self.transport
         for opcode, body, tail, read_into in commands:
             rid = next(self._request_ids)
             tail_view = memoryview(tail).cast("B")
             header = RequestHeader(int(opcode), 0, len(body) + tail_view.nbytes, rid).pack()
-            capacity = HEADER_BYTES + (read_into.nbytes if read_into is not None else 76)
-            frames.append(([header + body, tail_view] if tail_view.nbytes else [header + body], capacity))
-            expected.append((opcode, rid, read_into))
+            parts = [header + body, tail_view] if tail_view.nbytes else [header + body]
+            sink = read_into if read_into is not None and _in_place(transport, read_into) else None
+            if sink is not None:
+                frames.append((parts, HEADER_BYTES, sink))
+            else:
+                capacity = HEADER_BYTES + (read_into.nbytes if read_into is not None else 76)
+                frames.append((parts, capacity, None))
+            expected.append((opcode, rid, read_into, sink))
         responses = []
         try:
-            with self.transport.exchange_batch(frames) as answers:
-                for answer, (opcode, rid, read_into) in zip(answers, expected, strict=True):
+            with transport.exchange_batch(frames) as answers:
+                for index, (opcode, rid, read_into, sink) in enumerate(expected):
+                    answer = answers[index]
                     if not len(answer):
                         raise DeviceLost(f"{opcode.name}: the device completed the request without an answer")
                     read = None if read_into is None else read_into.nbytes
-                    response = decode_response(answer, opcode, request_id=rid, read_bytes=read)
-                    if read_into is not None and response.status == Status.OK:
-                        read_into[:] = response.body
+                    if sink is not None:  # the data is where it belongs already
+                        data = sink[: max(0, answers.used(index) - HEADER_BYTES)]
+                        response = decode_response(answer, opcode, request_id=rid, read_bytes=read, tail=data)
+                    else:
+                        response = decode_response(answer, opcode, request_id=rid, read_bytes=read)
+                        if read_into is not None and response.status == Status.OK:
+                            read_into[:] = response.body
                     responses.append(response)
         except (RecoveryRequired, WireError) as exc:
             raise DeviceLost(f"the device broke the protocol: {exc}") from exc
@@ -272,7 +287,32 @@ class VirtioAccelerator(Accelerator):
     def _free(self, native: Any) -> None:
         self._release_command(Opcode.FREE_BUFFER, native)
 
+    # ---- guest memory ---------------------------------------------------------------------------------
+    def host_array(self, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """An array in this guest's memory heap, which the device reads and writes in place: transfers
+        from and to it skip the copy through the command arena (``GuestTransport(heap_bytes=...)`` sizes
+        the heap). Its room goes back to the heap when the array (and every view of it) is gone. Raises
+        ResourceLimit when the heap is full."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        count = math.prod(shape)
+        if count * dtype.itemsize == 0:
+            return np.empty(shape, dtype)
+        view = self.transport.guest_buffer(count * dtype.itemsize)
+        array = np.frombuffer(view, dtype, count)
+        weakref.finalize(array, self.transport.free_guest_buffer, view)
+        return array.reshape(shape)
+
     def _write(self, native: Any, offset: int, data: memoryview) -> None:
+        if _in_place(self.transport, data):  # one command per frame's worth: no arena room is taken
+            chunk = self.config.max_request_bytes - HEADER_BYTES - TransferBufferRequest.SIZE
+            for group in _segments(data.nbytes, chunk, 1 << 62, chunk):
+                commands = [
+                    (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
+                    for at, n in group
+                ]
+                _raise_failed(self._batch(commands), "WRITE_BUFFER")
+            return
         for group in _segments(data.nbytes, self._write_chunk, self._transfer_budget):
             commands = [
                 (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
@@ -281,7 +321,11 @@ class VirtioAccelerator(Accelerator):
             _raise_failed(self._batch(commands), "WRITE_BUFFER")
 
     def _read(self, native: Any, offset: int, out: memoryview) -> None:
-        for group in _segments(out.nbytes, self._read_chunk, self._transfer_budget):
+        chunk, budget, piece = self._read_chunk, self._transfer_budget, SEGMENT_BYTES
+        if _in_place(self.transport, out):  # one command per frame's worth: no arena room is taken
+            chunk = piece = self.config.max_response_bytes - HEADER_BYTES
+            budget = 1 << 62
+        for group in _segments(out.nbytes, chunk, budget, piece):
             commands = [
                 (Opcode.READ_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), b"", out[at : at + n])
                 for at, n in group
@@ -437,6 +481,11 @@ class VirtioAccelerator(Accelerator):
         if response.status in (Status.BUSY, Status.STALE_OBJECT, Status.INVALID_ARGUMENT):
             return False
         raise error_for(response.status, "CANCEL_EVENT")
+
+
+def _in_place(transport: GuestTransport, view: memoryview) -> bool:
+    """Whether the device reads or writes ``view`` where it lies (large enough, all in guest memory)."""
+    return view.nbytes >= IN_PLACE_MIN_BYTES and transport.guest_offset(view) is not None
 
 
 def describe(path: str) -> dict[str, Any]:

@@ -11,15 +11,21 @@ eventfds: kick (we signal the device), call (the device signals us), err (the de
 queue). Every set-up request asks for an acknowledgement, so a refusal fails here, naming the step.
 
 A command is one chain: its request bytes copied into the arena (device-readable), a response block
-of the caller's capacity (device-writable). Any number of threads may have commands in flight at once;
-one of the waiting threads at a time collects used chains for all of them. Waiting spins for
-``poll_s`` (cheap when the device answers fast), then sleeps on the call eventfd with the ring's
-suppression re-armed and checked once more. A daemon that goes away ends every wait with DeviceLost.
+of the caller's capacity (device-writable). Beside the arena, the region holds a heap of guest memory
+that callers keep (``guest_buffer``): a request part that lies there is not copied but posted as a
+descriptor of its own, and a response may name such memory as a second writable descriptor (its
+*sink*), so the device reads and writes it in place, as it would a real guest's pages.
+
+Any number of threads may have commands in flight at once; one of the waiting threads at a time
+collects used chains for all of them. Waiting spins for ``poll_s`` (cheap when the device answers
+fast), then sleeps on the call eventfd with the ring's suppression re-armed and checked once more.
+A daemon that goes away ends every wait with DeviceLost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import mmap
 import os
@@ -29,7 +35,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
-from ..core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, Unsupported
+import numpy as np
+
+from ..core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, ResourceLimit, Unsupported
 from . import transport as tp
 from .transport import ProtocolError, ProtocolFeature, Request
 from .transport_arena import ALIGN, Arena
@@ -51,6 +59,7 @@ GUEST_BASE = 1 << 32  # the region's guest address: a non-zero base keeps addres
 WANTED_FEATURES = F_VERSION_1 | tp.F_PROTOCOL_FEATURES | F_EVENT_IDX | F_INDIRECT_DESC
 WANTED_PROTOCOL = ProtocolFeature.REPLY_ACK | ProtocolFeature.CONFIG | ProtocolFeature.RESET_DEVICE
 INDIRECT_PER_HEAD = 8
+IN_PLACE_MIN_BYTES = 4096  # a heap part smaller than this is copied: a descriptor of its own costs more
 
 
 class GuestTransport:
@@ -62,6 +71,7 @@ class GuestTransport:
         *,
         queue_size: int = 256,
         arena_bytes: int = 64 << 20,
+        heap_bytes: int = 256 << 20,
         features: int = WANTED_FEATURES,
         config_size: int = 16,
         poll_s: float = 50e-6,
@@ -89,14 +99,14 @@ class GuestTransport:
                 self.sock.connect(path)
             except OSError as exc:
                 raise DeviceLost(f"cannot reach a virtio-accel daemon at {path}: {exc}") from exc
-            self._setup(queue_size, arena_bytes, features, config_size)
+            self._setup(queue_size, arena_bytes, heap_bytes, features, config_size)
             self.sock.settimeout(None)
         except BaseException:
             self._release()
             raise
 
     # ---- set-up ---------------------------------------------------------------------------------------
-    def _setup(self, queue_size: int, arena_bytes: int, wanted: int, config_size: int) -> None:
+    def _setup(self, queue_size: int, arena_bytes: int, heap_bytes: int, wanted: int, config_size: int) -> None:
         offered = self._get_u64(Request.GET_FEATURES)
         self.features = offered & wanted
         if not self.features & F_VERSION_1:
@@ -112,13 +122,18 @@ class GuestTransport:
         self.layout = RingLayout.of(queue_size)
         indirect_at = _page(self.layout.total)
         arena_at = _page(indirect_at + IndirectArea.bytes_for(queue_size, INDIRECT_PER_HEAD))
-        total = _page(arena_at + arena_bytes)
-        self.region = SharedRegion.create(total)
+        heap_at = _page(arena_at + arena_bytes)
+        total = _page(heap_at + heap_bytes)
+        self.region = SharedRegion.create(total)  # a memfd: pages are backed only once touched
+        probe = np.frombuffer(self.region.view, np.uint8)
+        self._base = probe.ctypes.data  # where the region starts in this process
+        del probe
         self.memory = GuestMemory([MemoryRegion(GUEST_BASE, total, self.region.view)])
         table = tp.encode_mem_table([tp.RegionDesc(GUEST_BASE, total, GUEST_BASE, 0)])
         self._step(Request.SET_MEM_TABLE, table, [self.region.fd])
         self.indirect = IndirectArea(GUEST_BASE + indirect_at, INDIRECT_PER_HEAD)
-        self.arena = Arena(arena_at, total - arena_at)
+        self.arena = Arena(arena_at, heap_at - arena_at)
+        self.heap = Arena(heap_at, total - heap_at) if total > heap_at else None
         self._start_ring()
 
     def _start_ring(self) -> None:
@@ -157,6 +172,36 @@ class GuestTransport:
             if status:
                 raise ProtocolError(f"the daemon refused {request.name} (see its log for why)")
 
+    # ---- guest memory the caller keeps ----------------------------------------------------------------
+    def guest_buffer(self, nbytes: int) -> memoryview:
+        """``nbytes`` of the heap (64-byte aligned), given back by :meth:`free_guest_buffer`. Raises
+        ResourceLimit when the heap has no such room."""
+        with self._cond:
+            self._check()
+            at = None if self.heap is None or nbytes > self.heap.size else self.heap.alloc(max(1, nbytes))
+            if at is None:
+                room = 0 if self.heap is None else self.heap.size
+                raise ResourceLimit(f"no room for {nbytes} bytes in the {room}-byte guest memory heap")
+            return self._view[at : at + nbytes]
+
+    def free_guest_buffer(self, view: memoryview) -> None:
+        """Give back a ``guest_buffer`` (nothing may be in flight on it). After ``close``, a no-op."""
+        with self._cond:
+            if self.region is None or self.heap is None:
+                return
+            at = self.guest_offset(view)
+            if at is None:
+                raise InvalidArgument("not a buffer of this transport's guest memory heap")
+            self.heap.free(at)
+
+    def guest_offset(self, view: memoryview) -> int | None:
+        """Where ``view`` starts in the region, if all of it lies in the heap; else None."""
+        heap = self.heap
+        if heap is None or self.region is None or not view.nbytes:
+            return None
+        at = np.frombuffer(view, np.uint8).ctypes.data - self._base
+        return at if heap.offset <= at and at + view.nbytes <= heap.offset + heap.size else None
+
     # ---- commands -------------------------------------------------------------------------------------
     def request(
         self, parts: Sequence[bytes | bytearray | memoryview], capacity: int, timeout: float | None = None
@@ -176,54 +221,71 @@ class GuestTransport:
     @contextlib.contextmanager
     def exchange_batch(
         self,
-        commands: Sequence[tuple[Sequence[bytes | bytearray | memoryview], int]],
+        commands: Sequence[tuple[Sequence[bytes | bytearray | memoryview], int] | Command],
         timeout: float | None = None,
-    ) -> Iterator[Sequence[memoryview]]:
-        """Several commands ``(parts, capacity)``, served by the device in ring order. Each is posted as
-        soon as its request is in shared memory (a kick only where the device sleeps), so the device
-        works on one while the next is copied in. Yields the responses where the device wrote them
+    ) -> Iterator[_Answers]:
+        """Several commands ``(parts, capacity)`` or ``(parts, capacity, sink)``, served by the device in
+        ring order. Each is posted as soon as its request is in shared memory (a kick only where the device
+        sleeps), so the device works on one while the next is copied in. Parts lying in the heap are posted
+        in place, the others copied into the arena; ``sink`` (heap memory) follows the ``capacity``-byte
+        response block as a second writable region. Yields the response blocks where the device wrote them
         (valid inside the block), in the order given; each is waited for when first looked at, so the
-        caller may use one while the device still works on the next."""
-        requests = [[memoryview(p).cast("B") for p in parts] for parts, _ in commands]
-        sizes = [sum(v.nbytes for v in views) for views in requests]
-        capacities = [capacity for _, capacity in commands]
-        footprint = sum(_blocks(n) for n in sizes) + sum(_blocks(n) for n in capacities)
-        if not commands or min(sizes) <= 0 or min(capacities) <= 0 or footprint > self.arena.size:
+        caller may use one while the device still works on the next (``used(i)``: the used length,
+        sink included)."""
+        plans = [self._plan(command) for command in commands]
+        copied = [sum(v.nbytes for v, at in plan.parts if at is None) for plan in plans]
+        footprint = sum(_blocks(n) for n in copied) + sum(_blocks(plan.capacity) for plan in plans)
+        if not plans or min(p.size for p in plans) <= 0 or min(p.capacity for p in plans) <= 0:
             raise InvalidArgument(
-                f"requests of {sizes} bytes with responses of {capacities} bytes do not fit the"
-                f" {self.arena.size}-byte arena"
+                f"requests of {[p.size for p in plans]} bytes, responses of"
+                f" {[p.capacity for p in plans]}: each needs at least one byte of both"
+            )
+        if footprint > self.arena.size:
+            raise InvalidArgument(
+                f"requests of {copied} bytes with responses of {[p.capacity for p in plans]} bytes do not fit"
+                f" the {self.arena.size}-byte arena"
             )
         deadline = None if timeout is None else time.monotonic() + timeout
-        blocks: list[tuple[int, int]] = []
+        blocks: list[tuple[int | None, int | None]] = []
         tokens: list[int] = []
         try:
             with self._cond:
                 while True:  # all blocks or none: a batch holding half its room could starve another
                     self._check()
-                    for size, capacity in zip(sizes, capacities, strict=True):
-                        req, resp = self.arena.alloc(size), self.arena.alloc(capacity)
+                    for size, plan in zip(copied, plans, strict=True):
+                        req = self.arena.alloc(size) if size else -1
+                        resp = self.arena.alloc(plan.capacity)
                         blocks.append((req, resp))
                         if req is None or resp is None:
                             break
-                    if len(blocks) == len(commands) and None not in blocks[-1]:
+                    if len(blocks) == len(plans) and None not in blocks[-1]:
                         break
-                    for pair in blocks:
-                        for block in pair:
-                            if block is not None:
-                                self.arena.free(block)
+                    self._free_blocks(blocks)
                     blocks.clear()
                     self._wait_for_room(deadline)
             view = self._view
-            for views, size, capacity, (req, resp) in zip(requests, sizes, capacities, blocks, strict=True):
+            for plan, (req, resp) in zip(plans, blocks, strict=True):
+                readable: list[tuple[int, int]] = []
                 at = req
-                for v in views:  # the copy into shared memory, outside the lock
+                for v, where in plan.parts:  # the copies into shared memory, outside the lock
+                    if where is not None:
+                        readable.append((GUEST_BASE + where, v.nbytes))
+                        continue
+                    assert at is not None
                     view[at : at + v.nbytes] = v
+                    if readable and readable[-1][0] + readable[-1][1] == GUEST_BASE + at:
+                        readable[-1] = (readable[-1][0], readable[-1][1] + v.nbytes)
+                    else:
+                        readable.append((GUEST_BASE + at, v.nbytes))
                     at += v.nbytes
+                writable = [(GUEST_BASE + resp, plan.capacity)]
+                if plan.sink is not None:
+                    writable.append((GUEST_BASE + plan.sink_at, plan.sink.nbytes))
                 with self._cond:
                     while True:
                         self._check()
                         try:
-                            head = self.driver.post([(GUEST_BASE + req, size)], [(GUEST_BASE + resp, capacity)])
+                            head = self.driver.post(readable, writable)
                             break
                         except QueueFull:
                             if self.driver.kick_needed():  # what is posted already may be what frees room
@@ -235,7 +297,8 @@ class GuestTransport:
                     tokens.append(token)
                     if self.driver.kick_needed():
                         os.eventfd_write(self._kick, 1)
-            yield _Answers(self, tokens, [resp for _, resp in blocks], deadline)
+            responses = [(resp, plan.capacity) for (_, resp), plan in zip(blocks, plans, strict=True)]
+            yield _Answers(self, tokens, responses, deadline)
         finally:
             with self._cond:
                 kept = set()
@@ -251,13 +314,24 @@ class GuestTransport:
                     else:
                         self._blocks.pop(token, None)
                 if self.region is not None:
-                    for index, pair in enumerate(blocks):
-                        if index < len(tokens) and tokens[index] in kept:
-                            continue
-                        for block in pair:
-                            if block is not None:
-                                self.arena.free(block)
+                    self._free_blocks([p for i, p in enumerate(blocks) if not (i < len(tokens) and tokens[i] in kept)])
                 self._cond.notify_all()
+
+    def _plan(self, command: tuple[Sequence[bytes | bytearray | memoryview], int] | Command) -> _Plan:
+        parts, capacity, *rest = command
+        views = [memoryview(p).cast("B") for p in parts]
+        placed = [(v, self.guest_offset(v) if v.nbytes >= IN_PLACE_MIN_BYTES else None) for v in views]
+        sink = memoryview(rest[0]).cast("B") if rest and rest[0] is not None else None
+        sink_at = None if sink is None else self.guest_offset(sink)
+        if sink is not None and sink_at is None:
+            raise InvalidArgument("a response sink must lie in the guest memory heap (guest_buffer)")
+        return _Plan(placed, sum(v.nbytes for v in views), capacity, sink, sink_at or 0)
+
+    def _free_blocks(self, blocks: Sequence[tuple[int | None, int | None]]) -> None:
+        for pair in blocks:
+            for block in pair:
+                if block is not None and block >= 0:
+                    self.arena.free(block)
 
     @property
     def _view(self) -> memoryview:
@@ -309,8 +383,7 @@ class GuestTransport:
                 token = self._heads.pop(head)
                 if token in self._abandoned:
                     self._abandoned.discard(token)
-                    for block in self._blocks.pop(token):
-                        self.arena.free(block)
+                    self._free_blocks([self._blocks.pop(token)])
                 else:
                     self._done[token] = length
         except RingError as exc:
@@ -398,7 +471,9 @@ def _blocks(n: int) -> int:
 class _Answers(Sequence[memoryview]):
     """The responses of one ``exchange_batch``, each waited for (in order) when first looked at."""
 
-    def __init__(self, transport: GuestTransport, tokens: list[int], at: list[int], deadline: float | None) -> None:
+    def __init__(
+        self, transport: GuestTransport, tokens: list[int], at: list[tuple[int, int]], deadline: float | None
+    ) -> None:
         self._transport, self._tokens, self._at, self._deadline = transport, tokens, at, deadline
         self._lengths: list[int] = []
 
@@ -406,6 +481,13 @@ class _Answers(Sequence[memoryview]):
         return len(self._tokens)
 
     def __getitem__(self, index: int) -> memoryview:  # type: ignore[override]
+        """The response block: its first ``min(used, capacity)`` bytes (what the device wrote there)."""
+        used = self.used(index)
+        at, capacity = self._at[index % len(self)]
+        return self._transport._view[at : at + min(used, capacity)]
+
+    def used(self, index: int) -> int:
+        """The chain's used length (a sink's bytes included)."""
         if not -len(self) <= index < len(self):
             raise IndexError(index)
         index %= len(self)
@@ -413,8 +495,22 @@ class _Answers(Sequence[memoryview]):
         while len(self._lengths) <= index:
             with transport._cond:
                 self._lengths.append(transport._await(self._tokens[len(self._lengths)], self._deadline))
-        at = self._at[index]
-        return transport._view[at : at + self._lengths[index]]
+        return self._lengths[index]
+
+
+@dataclasses.dataclass
+class _Plan:
+    """One command of a batch: its request parts (with their heap offset where posted in place), its
+    response block's size and its sink."""
+
+    parts: list[tuple[memoryview, int | None]]
+    size: int
+    capacity: int
+    sink: memoryview | None
+    sink_at: int
+
+
+Command = tuple[Sequence[bytes | bytearray | memoryview], int, memoryview | None]
 
 
 def _page(n: int) -> int:

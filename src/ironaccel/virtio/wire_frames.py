@@ -172,10 +172,11 @@ def _encode_body(body: Body) -> bytes:
 class _Payload:
     """A request payload and the request id its rejections echo."""
 
-    def __init__(self, view: memoryview, request_id: int, limits: DecodeLimits) -> None:
+    def __init__(self, view: memoryview, request_id: int, limits: DecodeLimits, tail: memoryview | None = None) -> None:
         self.view = view
         self.request_id = request_id
         self.limits = limits
+        self.tail = tail  # WRITE_BUFFER data given apart from the frame (decode_request's ``tail``)
 
     def reject(self, status: Status, message: str) -> RequestRejected:
         return RequestRejected(status, self.request_id, message)
@@ -251,10 +252,12 @@ def _transfer(p: _Payload, body: TransferBufferRequest) -> None:
 def _write_buffer(p: _Payload) -> WriteBuffer:
     prefix = p.prefix(TransferBufferRequest, "WRITE_BUFFER")
     _transfer(p, prefix)
-    if len(p.view) - TransferBufferRequest.SIZE != prefix.bytes:
-        data = len(p.view) - TransferBufferRequest.SIZE
-        raise p.reject(Status.INVALID_ARGUMENT, f"WRITE_BUFFER announces {prefix.bytes} bytes, carries {data}")
-    return WriteBuffer(prefix, p.view[TransferBufferRequest.SIZE :])
+    data = p.view[TransferBufferRequest.SIZE :] if p.tail is None else p.tail
+    if p.tail is not None and len(p.view) != TransferBufferRequest.SIZE:
+        raise p.reject(Status.INVALID_ARGUMENT, "WRITE_BUFFER data must follow its prefix in one place")
+    if len(data) != prefix.bytes:
+        raise p.reject(Status.INVALID_ARGUMENT, f"WRITE_BUFFER announces {prefix.bytes} bytes, carries {len(data)}")
+    return WriteBuffer(prefix, data)
 
 
 def _read_buffer(p: _Payload) -> TransferBufferRequest:
@@ -343,22 +346,26 @@ def _byte_view(frame: Bytes) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def decode_request(frame: Bytes, limits: DecodeLimits = DecodeLimits()) -> Request:
+def decode_request(frame: Bytes, limits: DecodeLimits = DecodeLimits(), tail: Bytes | None = None) -> Request:
     """Decode one request. Raises FrameTooShort (no header: answer nothing) or RequestRejected (answer
-    its status with an empty payload); nothing else."""
+    its status with an empty payload); nothing else.
+
+    ``tail``: the request's last bytes, held apart from ``frame`` (a chain whose WRITE_BUFFER data sits
+    in a descriptor of its own, read where it lies); only a WRITE_BUFFER may have one, and its frame
+    then ends with the transfer prefix."""
     view = _byte_view(frame)
+    extra = None if tail is None else _byte_view(tail)
     if len(view) < HEADER_BYTES:
         raise FrameTooShort(f"a request header is {HEADER_BYTES} bytes, got {len(view)}")
     header = RequestHeader.unpack(view)
     rid = header.request_id
     total = HEADER_BYTES + header.payload_bytes
-    if max(total, len(view)) > limits.max_request_bytes:
-        size = max(total, len(view))
+    size = len(view) + (0 if extra is None else len(extra))
+    if max(total, size) > limits.max_request_bytes:
+        size = max(total, size)
         raise RequestRejected(Status.RESOURCE_LIMIT, rid, f"{size}-byte request exceeds {limits.max_request_bytes}")
-    if len(view) != total:
-        raise RequestRejected(
-            Status.INVALID_ARGUMENT, rid, f"header announces {total} bytes, the request has {len(view)}"
-        )
+    if size != total:
+        raise RequestRejected(Status.INVALID_ARGUMENT, rid, f"header announces {total} bytes, the request has {size}")
     try:
         opcode = Opcode(header.opcode)
     except ValueError:
@@ -367,7 +374,9 @@ def decode_request(frame: Bytes, limits: DecodeLimits = DecodeLimits()) -> Reque
         raise RequestRejected(Status.UNSUPPORTED, rid, f"request flags {header.flags:#x} are reserved")
     if rid == 0:
         raise RequestRejected(Status.INVALID_ARGUMENT, rid, "request id is zero")
-    body = _DECODERS[opcode](_Payload(view[HEADER_BYTES:], rid, limits))
+    if extra is not None and opcode is not Opcode.WRITE_BUFFER:
+        raise RequestRejected(Status.INVALID_ARGUMENT, rid, f"{opcode.name} carries no detached data")
+    body = _DECODERS[opcode](_Payload(view[HEADER_BYTES:], rid, limits, extra))
     return Request(opcode, rid, body)
 
 
@@ -425,21 +434,30 @@ def _event_state(view: memoryview) -> WireEventState:
 
 
 def decode_response(
-    frame: Bytes, opcode: int, *, request_id: int | None = None, read_bytes: int | None = None
+    frame: Bytes,
+    opcode: int,
+    *,
+    request_id: int | None = None,
+    read_bytes: int | None = None,
+    tail: Bytes | None = None,
 ) -> Response:
     """Decode the response to a request of ``opcode`` (``read_bytes``: what a READ_BUFFER asked for).
-    Raises FrameTooShort, ResponseError or RecoveryRequired."""
+    ``tail``: the payload, where it was written apart from the header (a READ_BUFFER into the guest's
+    own memory); ``frame`` is then the header alone. Raises FrameTooShort, ResponseError or
+    RecoveryRequired."""
     view = _byte_view(frame)
     if len(view) < HEADER_BYTES:
         raise FrameTooShort(f"a response header is {HEADER_BYTES} bytes, got {len(view)}")
     header = ResponseHeader.unpack(view)
     if header.flags:
         raise ResponseError(f"response flags {header.flags:#x} are not zero")
-    if len(view) != HEADER_BYTES + header.payload_bytes:
-        raise ResponseError(f"response announces {header.payload_bytes} payload bytes, has {len(view) - HEADER_BYTES}")
+    if tail is not None and len(view) != HEADER_BYTES:
+        raise ResponseError(f"a response with its payload apart has a {HEADER_BYTES}-byte frame, got {len(view)}")
+    payload = view[HEADER_BYTES:] if tail is None else _byte_view(tail)
+    if len(payload) != header.payload_bytes:
+        raise ResponseError(f"response announces {header.payload_bytes} payload bytes, has {len(payload)}")
     if request_id is not None and header.request_id != request_id:
         raise ResponseError(f"response to request {header.request_id:#x}, expected {request_id:#x}")
-    payload = view[HEADER_BYTES:]
     rid = header.request_id
     if header.status != Status.OK:
         if opcode == Opcode.SUBMIT and len(payload) == SubmitResponse.SIZE:
