@@ -660,6 +660,44 @@ def test_process_into_writes_answers_and_read_data_straight_into_the_response_ar
     assert engine.accelerator.live_resources() == ZERO
 
 
+def test_transfers_with_their_data_in_a_descriptor_of_its_own():
+    """A WRITE_BUFFER whose data is a separate descriptor (the guest's own memory) is decoded from the
+    private copy of its header and prefix with the data as the tail; only a WRITE_BUFFER may have one,
+    its frame must end at the prefix, and the tail must be exactly what the prefix announces. A
+    READ_BUFFER with a sink reads into it and answers the header in the first region; a sink too small
+    for the data gets no answer at all (a short response area), and nothing changes."""
+    engine = _engine()
+    guest = Guest(engine.connect())
+    ctx = guest.context()
+    buf = guest.buffer(ctx, size=64)
+    response = memoryview(bytearray(16))
+
+    def status() -> str:
+        return w.status_name(w.ResponseHeader.unpack(response).status)
+
+    def write_head(rid: int, n: int, offset: int = 0) -> bytes:
+        body = w.TransferBufferRequest(buf, offset, n).pack()
+        return w.RequestHeader(int(OP.WRITE_BUFFER), 0, len(body) + n, rid).pack() + body
+
+    data = memoryview(bytearray(range(1, 33)))
+    assert guest.session.process_into(write_head(5, 32, 8), response, tail=data) == 16 and status() == "OK"
+    assert guest.read(buf, 64) == bytes(8) + bytes(range(1, 33)) + bytes(24)
+    assert guest.session.process_into(write_head(6, 32), response, tail=data[:31]) == 16  # short tail
+    assert status() == "INVALID_ARGUMENT"
+    padded = write_head(7, 32) + b"\x00"  # one data byte in the frame, the other 31 as the tail
+    assert guest.session.process_into(padded, response, tail=data[:31]) == 16 and status() == "INVALID_ARGUMENT"
+    read = w.Request(OP.READ_BUFFER, 8, w.TransferBufferRequest(buf, 8, 32)).encode()
+    assert guest.session.process_into(read, response, tail=data) == 16  # only a write carries a tail
+    assert status() == "INVALID_ARGUMENT"
+    assert guest.read(buf, 64) == bytes(8) + bytes(range(1, 33)) + bytes(24)
+    sink = memoryview(bytearray(40))
+    assert guest.session.process_into(read, response, sink=sink) == 16 + 32 and status() == "OK"
+    assert bytes(sink[:32]) == bytes(range(1, 33)) and bytes(sink[32:]) == bytes(8)
+    assert guest.session.process_into(read, response, sink=sink[:31]) == 0  # no room for the data
+    guest.session.close()
+    assert engine.accelerator.live_resources() == ZERO
+
+
 def test_a_write_buffer_changed_while_read_in_place_is_refused():
     """A large WRITE_BUFFER is decoded where the guest wrote it; it runs only if what was decoded equals
     the private copy of its header and prefix taken first (the guest cannot swap a checked value)."""

@@ -24,9 +24,17 @@ from hypothesis import strategies as st
 import ironaccel as ia
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance import semantic
-from ironaccel.core.errors import DeviceLost, InvalidArgument, IronAccelError, ResourceLimit, Unsupported
-from ironaccel.runtime import BufferDesc, Device
+from ironaccel.core.errors import (
+    DeadlineExpired,
+    DeviceLost,
+    InvalidArgument,
+    IronAccelError,
+    ResourceLimit,
+    Unsupported,
+)
+from ironaccel.runtime import BufferDesc, Device, ReleaseRejected
 from ironaccel.runtime.backends import factory
+from ironaccel.tosa import Op, ProgramBuilder
 from ironaccel.virtio import DeviceEngine
 from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.guest import GROUP_BYTES, SEGMENT_BYTES, VirtioAccelerator, _segments
@@ -56,9 +64,9 @@ def _input(name: str) -> np.ndarray:
         return data["input_int8" if meta["quantized"] else "input"]
 
 
-def _local(name: str) -> np.ndarray:
+def _local(name: str, x: np.ndarray | None = None) -> np.ndarray:
     with ia.open("cpu") as dev:
-        (out,) = dev.compile(MODELS / f"{name}.tosa")(_input(name))
+        (out,) = dev.compile(MODELS / f"{name}.tosa")(_input(name) if x is None else x)
     return out
 
 
@@ -221,6 +229,45 @@ def test_programs_run_on_guest_memory_arrays_give_local_outputs(host):
         (z,) = exe.submit(xs).wait(30)
     np.testing.assert_array_equal(out, _local("cnn_fp32"))
     np.testing.assert_array_equal(z, _local("cnn_fp32"))
+
+
+def test_submitted_calls_start_inline_and_finish_in_any_order(host):
+    """exe.submit through virtio starts an inline run (batch 1 now, batch 2 at wait): several in flight
+    at once, each on a staging set of its own, waited for out of order, give the local outputs; the
+    program stays pinned until every run is finished, and nothing is left on the host after close."""
+    x = _input("cnn_fp32")
+    expected = _local("cnn_fp32")
+    with ia.open(f"virtio:{host.path}") as dev:
+        exe = dev.compile(MODELS / "cnn_fp32.tosa")
+        assert dev.accelerator.starts_inline(exe.program)
+        runs = [exe.submit(x * (i + 1)) for i in range(4)]
+        assert all(r.event is None for r in runs)
+        with pytest.raises(ReleaseRejected):
+            dev.accelerator.unload_program(exe.program)  # pinned by the unfinished runs
+        outs = [r.wait(30)[0] for r in reversed(runs)][::-1]
+        assert runs[0].done and runs[0].wait() is runs[0].wait()
+        (first,) = exe(x)
+        np.testing.assert_array_equal(outs[0], expected)
+        np.testing.assert_array_equal(first, expected)
+        for i, out in enumerate(outs[1:], start=2):
+            np.testing.assert_array_equal(out, _local("cnn_fp32", x * i))
+    dev.accelerator.close()
+    assert _eventually(host.idle), (host.daemon.guests, host.accelerator.live_resources())
+
+
+def test_a_started_run_waited_for_too_briefly_can_be_waited_for_again(host):
+    b = ProgramBuilder()
+    a, c = b.input("a", (1, 768, 768), "fp32"), b.input("b", (1, 768, 768), "fp32")
+    b.output(b.op(Op.MATMUL, [a, c, 0, 0], out_dtype="fp32"))
+    x = np.random.default_rng(3).standard_normal((1, 768, 768)).astype(np.float32)
+    with ia.open(f"virtio:{host.path}") as dev:
+        exe = dev.compile(b.build())
+        run = exe.submit(x, x)
+        with pytest.raises(DeadlineExpired):
+            run.wait(1e-6)  # the device lingers at most 0.5 ms on a fresh poll; the product takes longer
+        (y,) = run.wait(60)
+    (expected,) = ia.open("cpu").compile(b.build())(x, x)
+    np.testing.assert_array_equal(y, expected)
 
 
 def test_a_full_guest_memory_heap_is_a_resource_limit(host):

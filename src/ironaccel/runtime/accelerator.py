@@ -167,7 +167,13 @@ class Accelerator:
         """A function ``run(inputs, outputs)`` for ``program`` (a ``_load`` result), or None. It gets numpy
         arrays of the declared dtypes and shapes, C-contiguous, the outputs writable and overlapping neither
         each other nor an input; it fills the outputs or raises an IronAccelError. Called once, at load,
-        under the accelerator's lock."""
+        under the accelerator's lock.
+
+        Where inline runs complete somewhere other than this thread (a virtio device), the function may
+        also have ``start(inputs) -> pending``: the run begins and the call returns; ``pending.done()``
+        says without blocking whether it ended; ``pending.finish(outputs, timeout)`` waits (DeadlineExpired
+        when ``timeout`` seconds pass first; it may be called again) and fills the outputs or raises the
+        run's error. Every started run is finished exactly once."""
         return None
 
     # ---- construction -------------------------------------------------------------------------
@@ -435,6 +441,35 @@ class Accelerator:
         with self._lock:
             return self._record(program, Program).extra is not None
 
+    def starts_inline(self, program: Program) -> bool:
+        """Whether :meth:`start_inline` can start ``program`` (fixed when it was loaded)."""
+        with self._lock:
+            inline: _Inline | None = self._record(program, Program).extra
+            return inline is not None and inline.start is not None
+
+    def start_inline(self, program: Program, inputs: Sequence[Any]) -> InlineRun:
+        """Begin an inline run of ``program`` on ``inputs`` and return without waiting for it: the inputs
+        are consumed before this returns (the caller may reuse them); :meth:`InlineRun.finish` waits and
+        fills the outputs. Unsupported where :meth:`starts_inline` is False.
+
+        Ownership: the program is pinned until the run is finished. Not ordered against work submitted to
+        any queue; started runs of one program complete in the order started."""
+        with self._lock:
+            self._check_alive()
+            rec = self._record(program, Program)
+            inline: _Inline | None = rec.extra
+            if inline is None or inline.start is None:
+                raise Unsupported(f"{program!r} cannot start inline on this backend; submit it")
+            rec.pins += 1
+        try:
+            inline.check_inputs(inputs)
+            pending = self._guard(inline.start, inputs)
+        except BaseException:
+            with self._lock:
+                rec.pins -= 1
+            raise
+        return InlineRun(self, rec, inline, pending)
+
     def run_inline(self, program: Program, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         """Run ``program`` to completion on the calling thread, reading ``inputs`` and writing ``outputs``
         (numpy arrays: the declared dtypes and shapes, C-contiguous; outputs writable, overlapping neither
@@ -655,13 +690,52 @@ class Accelerator:
             del self._objects[event.id]
 
 
+class InlineRun:
+    """A run begun by :meth:`Accelerator.start_inline`. ``finish(outputs, timeout)`` waits for it and
+    fills ``outputs`` (arrays as ``run_inline`` takes them); the first call that ends the run (with its
+    outputs or its error) releases the program's pin. Not thread-safe: one thread finishes a run."""
+
+    __slots__ = ("_acc", "_inline", "_pending", "_rec")
+
+    def __init__(self, acc: Accelerator, rec: _Record, inline: _Inline, pending: Any) -> None:
+        self._acc, self._rec, self._inline, self._pending = acc, rec, inline, pending
+
+    @property
+    def finished(self) -> bool:
+        return self._pending is None
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (never blocks; a backend may ask its device)."""
+        return self._pending is None or bool(self._acc._guard(self._pending.done))
+
+    def finish(self, outputs: Sequence[Any], timeout: float | None = None) -> None:
+        if self._pending is None:
+            raise InvalidArgument("this inline run was finished already")
+        self._inline.check_outputs(outputs)
+        try:
+            self._acc._guard(self._pending.finish, outputs, timeout)
+        except DeadlineExpired:
+            raise  # still running: may be finished later
+        except BaseException:
+            self._release()
+            raise
+        self._release()
+
+    def _release(self) -> None:
+        self._pending = None
+        with self._acc._lock:
+            self._rec.pins -= 1
+
+
 class _Inline:
     """A program's inline runner and what its arrays must look like (checked on every run_inline)."""
 
-    __slots__ = ("inputs", "outputs", "program", "run")
+    __slots__ = ("inputs", "outputs", "program", "run", "start")
 
     def __init__(self, run: Callable[[Sequence[Any], Sequence[Any]], None], program: Program) -> None:
         self.run = run
+        self.start: Callable[[Sequence[Any]], Any] | None = getattr(run, "start", None)
         self.program = program
         # dtype, shape and C-contiguous strides per slot: the common case is checked by comparing them.
         self.inputs = [(s.numpy_dtype, s.shape, _c_strides(s)) for s in program.inputs]
@@ -670,16 +744,21 @@ class _Inline:
     def check(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         """As many arrays as slots, of their dtypes and shapes, C-contiguous, outputs writable and sharing
         no memory with another array of the run."""
-        if len(inputs) != len(self.inputs) or len(outputs) != len(self.outputs):
-            raise InvalidArgument(
-                f"program takes {len(self.inputs)} inputs and {len(self.outputs)} outputs,"
-                f" got {len(inputs)} and {len(outputs)}"
-            )
+        self.check_inputs(inputs)
+        self.check_outputs(outputs, inputs)
+
+    def check_inputs(self, inputs: Sequence[Any]) -> None:
+        if len(inputs) != len(self.inputs):
+            raise InvalidArgument(f"program takes {len(self.inputs)} inputs, got {len(inputs)}")
         for index, (array, (dtype, shape, strides)) in enumerate(zip(inputs, self.inputs, strict=True)):
             if type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape or (
                 array.strides != strides and not array.flags.c_contiguous
             ):
                 self._refuse("input", index, array)
+
+    def check_outputs(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
+        if len(outputs) != len(self.outputs):
+            raise InvalidArgument(f"program has {len(self.outputs)} outputs, got {len(outputs)}")
         for index, (array, (dtype, shape, strides)) in enumerate(zip(outputs, self.outputs, strict=True)):
             if (
                 type(array) is not np.ndarray

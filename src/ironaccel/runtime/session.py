@@ -12,7 +12,9 @@ the device's one queue); ``close`` belongs after the other threads' calls. A Run
 A call ``exe(x)`` of a program the backend can run on the caller's thread (``Accelerator.run_inline``:
 programs that keep no state between runs) runs there, on the caller's arrays, with no queue hand-off:
 no other call can observe the difference, except that such calls from several threads may overlap.
-``submit`` always goes through the queue.
+``submit`` goes through the queue, except where the backend can start such a run and finish it later
+(``Accelerator.start_inline``: a virtio device, where it saves round trips); those runs of one
+executable still complete in the order submitted.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
 from ..tosa.target import Target
-from .accelerator import Accelerator
+from .accelerator import Accelerator, InlineRun
 from .backends import AUTO_ORDER, factory
 from .event import EventState
 from .handles import Buffer, Event, Program
@@ -73,21 +75,42 @@ class Run:
     Not thread-safe: use a Run from one thread at a time (its first ``wait`` releases the event and
     buffers). Other Runs of the same Executable may be waited on from other threads meanwhile."""
 
-    def __init__(self, exe: Executable, event: Event, buffers: list[Buffer], out: list[np.ndarray] | None) -> None:
+    def __init__(
+        self,
+        exe: Executable,
+        event: Event | None,
+        buffers: list[Buffer],
+        out: list[np.ndarray] | None,
+        started: InlineRun | None = None,
+    ) -> None:
         self._exe = exe
-        self.event = event
+        self.event = event  # None for a run the backend started inline (Accelerator.start_inline)
         self._buffers = buffers
         self._out = out
+        self._started = started
         self._outputs: list[np.ndarray] | None = None
 
     @property
     def done(self) -> bool:
         # After wait() the event is released and the outputs are held here.
-        return self._outputs is not None or self._exe.device.accelerator.poll_event(self.event).terminal
+        if self._outputs is not None:
+            return True
+        if self._started is not None:
+            return self._started.done
+        assert self.event is not None
+        return self._exe.device.accelerator.poll_event(self.event).terminal
 
     def wait(self, timeout: float | None = None) -> list[np.ndarray]:
         if self._outputs is None:
-            self._outputs = self._exe._finish(self.event, self._buffers, timeout, self._out)
+            if self._started is not None:
+                exe = self._exe
+                outs = self._out or [np.empty(spec.shape, spec.numpy_dtype) for spec in exe.outputs]
+                self._out = outs  # a wait that timed out fills the same arrays next time
+                self._started.finish(outs, timeout)
+                self._outputs = outs
+            else:
+                assert self.event is not None
+                self._outputs = self._exe._finish(self.event, self._buffers, timeout, self._out)
         return self._outputs
 
 
@@ -103,6 +126,7 @@ class Executable:
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
         self._inline = device.accelerator.runs_inline(program)
+        self._starts = device.accelerator.starts_inline(program)
         # Buffer sets of finished calls, reused by the next ones: allocating costs more than many small
         # programs take to run, and a backend may keep work prepared for buffers it saw before.
         self._spare: list[list[Buffer]] = []
@@ -133,6 +157,8 @@ class Executable:
         values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
         targets = self._targets(out)
         acc, ctx = self.device.accelerator, self.device.context
+        if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
+            return Run(self, None, [], targets, acc.start_inline(self.program, values))
         with self._spare_lock:
             buffers: list[Buffer] = self._spare.pop() if self._spare else []
         try:

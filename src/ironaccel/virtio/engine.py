@@ -78,6 +78,7 @@ class DeviceEngine:
         self.config = config
         self.quota = quota or GuestQuota()
         self.info = advertised_info(accelerator, self.quota, config)
+        self.info_payload = self.info.pack()  # GET_DEVICE_INFO's answer never changes: packed once
         self.decode_limits = DecodeLimits.negotiated(config, self.info)
         if not 0 <= poll_linger <= 1.0:
             raise InvalidArgument(f"poll_linger must be between 0 and 1 s, got {poll_linger}")

@@ -323,7 +323,7 @@ class GuestSession:
 
     # ---- contexts ---------------------------------------------------------------------------------
     def _get_device_info(self, req: Request) -> bytes:
-        return self._ok(req, self.engine.info.pack())
+        return self._ok(req, self.engine.info_payload)
 
     def _create_context(self, req: Request) -> bytes:
         self._admit(ObjectKind.CONTEXT)

@@ -3,9 +3,9 @@
 A call ``exe(x)`` through the contract's queue path is a dozen commands, each a round trip to the
 device: three buffers allocated, two written, SUBMIT, POLL_EVENT until terminal, DESTROY_EVENT, the
 output read, three buffers freed. An inline run keeps what does not change between calls on the device
-(one buffer per slot and a queue of its own: a *staging set*, made at the first call and reused until
-the program is unloaded) and posts the rest as two batches, each served back to back by the device
-after one kick:
+(one buffer per slot, a *staging set*, made at the first call and reused until the program is
+unloaded, and one queue for all of the program's runs) and posts the rest as two batches, each served
+back to back by the device after one kick:
 
     1. DESTROY_EVENT of the previous call's (terminal) event, WRITE_BUFFER per input, then SUBMIT (the
        device serves the ring in order, so the work sees the data);
@@ -17,7 +17,11 @@ The event is destroyed by the next call, not in batch 2: a destroy behind a PEND
 once the work ended between the two, and the outcome would be lost. Outputs above ``SMALL_BYTES`` are
 read only after a terminal poll, so a slow program is not read again on every poll. Only programs
 without variables run inline (their runs cannot observe each other); calls from several threads each
-take a staging set of their own, so they may overlap.
+take a staging set of their own, so their transfers may overlap.
+
+``start`` posts batch 1 and returns; the run's ``finish`` posts batch 2 later (``exe.submit``): with
+several runs started before the first is finished, each costs the device two round trips, and the
+guest's copies and waits overlap the device's work on the others.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import DeviceLost, IronAccelError
+from ..core.errors import DeadlineExpired, DeviceLost, IronAccelError
 from ..runtime.spec import TensorSpec
 from ..runtime.types import Access, BufferUsage, MemoryDomain
 from ..tosa import Op
@@ -55,13 +59,33 @@ _STATEFUL = {Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE}
 
 
 class _Staging:
-    """Device objects one inline call at a time uses: a queue and one buffer per slot."""
+    """Device buffers (one per slot) that one inline call at a time uses."""
 
-    __slots__ = ("buffers", "finished", "queue")
+    __slots__ = ("buffers", "finished")
 
-    def __init__(self, queue: int, buffers: list[int]) -> None:
-        self.queue, self.buffers = queue, buffers
+    def __init__(self, buffers: list[int]) -> None:
+        self.buffers = buffers
         self.finished: int | None = None  # the last call's terminal event, destroyed by the next call
+
+
+class _Started:
+    """An inline run begun by :meth:`InlineRunner.start`: its staging set is held until ``finish``."""
+
+    def __init__(self, runner: InlineRunner, staging: _Staging, event: int) -> None:
+        self.runner, self.staging, self.event = runner, staging, event
+
+    def done(self) -> bool:
+        answer = self.runner.acc._command(Opcode.POLL_EVENT, ObjectPayload(self.event).pack())
+        if answer.status != Status.OK:
+            return True  # finish() reports the failure
+        return EventStateCode(answer.body.state) is not EventStateCode.PENDING
+
+    def finish(self, outputs: Sequence[np.ndarray], timeout: float | None) -> None:
+        runner = self.runner
+        failure = runner._collect(self.staging, self.event, outputs, timeout)
+        runner._give_back(self.staging)
+        if failure is not None:
+            raise failure
 
 
 class InlineRunner:
@@ -74,6 +98,8 @@ class InlineRunner:
         self.acc, self.context, self.program = acc, context, program
         self.inputs, self.outputs = tuple(inputs), tuple(outputs)
         self._lock = threading.Lock()
+        self._queue: int | None = None  # made with the first staging set
+        self._making = threading.Lock()
         self._free: list[_Staging] = []
         self._all: list[_Staging] = []
         # (slot, bytes, access) per binding: inputs first, then outputs, as the program numbers its slots
@@ -96,12 +122,28 @@ class InlineRunner:
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         staging = self._take()
         try:
-            self._run(staging, inputs, outputs)
+            event = self._begin(staging, inputs)
+            failure = self._collect(staging, event, outputs, None)
         finally:
-            with self._lock:
-                self._free.append(staging)
+            self._give_back(staging)
+        if failure is not None:
+            raise failure
 
-    def _run(self, staging: _Staging, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+    def start(self, inputs: Sequence[np.ndarray]) -> _Started:
+        """Post batch 1 and return: the inputs are on the device and the work is submitted."""
+        staging = self._take()
+        try:
+            return _Started(self, staging, self._begin(staging, inputs))
+        except BaseException:
+            self._give_back(staging)
+            raise
+
+    def _give_back(self, staging: _Staging) -> None:
+        with self._lock:
+            self._free.append(staging)
+
+    def _begin(self, staging: _Staging, inputs: Sequence[np.ndarray]) -> int:
+        """Batch 1: the previous call's event destroyed, the inputs written, SUBMIT; returns the event."""
         acc = self.acc
         commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = []
         data = [memoryview(value.reshape(-1).view(np.uint8)) for value in inputs]
@@ -119,7 +161,8 @@ class InlineRunner:
             WireBinding(buffer_id, 0, nbytes, slot, access).pack()
             for buffer_id, (slot, nbytes, access) in zip(staging.buffers, self._bindings, strict=True)
         )
-        submit = SubmitRequest(staging.queue, self.program, len(self._bindings), 0, 0).pack()
+        assert self._queue is not None
+        submit = SubmitRequest(self._queue, self.program, len(self._bindings), 0, 0).pack()
         commands.append((Opcode.SUBMIT, submit + bindings, b"", None))
         answers = acc._batch(commands)
         if commands[0][0] is Opcode.DESTROY_EVENT:
@@ -133,14 +176,16 @@ class InlineRunner:
         except BaseException:
             self._abandon(event)  # the event owns the staging set until the work ends
             raise
-        failure = self._collect(staging, event, outputs)
-        if failure is not None:
-            raise failure
+        return event
 
-    def _collect(self, staging: _Staging, event: int, outputs: Sequence[np.ndarray]) -> IronAccelError | None:
+    def _collect(
+        self, staging: _Staging, event: int, outputs: Sequence[np.ndarray], timeout: float | None
+    ) -> IronAccelError | None:
         """Poll until terminal and read the outputs (speculatively in the same batch while they are small).
-        The terminal event is kept for the next call's first batch to destroy. Returns the call's error."""
+        The terminal event is kept for the next call's first batch to destroy. Returns the call's error;
+        raises DeadlineExpired when ``timeout`` seconds pass first (the run stays collectable)."""
         acc = self.acc
+        end = None if timeout is None else time.monotonic() + timeout
         out_ids = staging.buffers[len(self.inputs) :]
         views = [memoryview(out.reshape(-1).view(np.uint8)) for out in outputs]
         small = sum(v.nbytes for v in views) <= SMALL_BYTES
@@ -161,6 +206,8 @@ class InlineRunner:
             code = EventStateCode(state.state)
             if code is not EventStateCode.PENDING:
                 break
+            if end is not None and time.monotonic() + delay > end:
+                raise DeadlineExpired(f"inline run still pending after {timeout} s")
             time.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
         staging.finished = event
@@ -208,31 +255,38 @@ class InlineRunner:
         with self._lock:
             if self._free:
                 return self._free.pop()
-        commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = [
-            (Opcode.CREATE_QUEUE, CreateQueueRequest(self.context).pack(), b"", None)
-        ]
-        for spec in (*self.inputs, *self.outputs):
-            body = AllocateBufferRequest(self.context, spec.nbytes, 64, int(MemoryDomain.SHARED), usage=_USAGE)
-            commands.append((Opcode.ALLOCATE_BUFFER, body.pack(), b"", None))
-        answers = self.acc._batch(commands)
-        made = [(opcode, a.body.object_id) for (opcode, *_), a in zip(commands, answers, strict=True) if a.ok]
-        if len(made) != len(answers):
-            self._destroy(made)
-            failed = next(a for a in answers if not a.ok)
-            raise error_for(failed.status, "staging an inline run")
-        staging = _Staging(made[0][1], [object_id for _, object_id in made[1:]])
-        with self._lock:
-            self._all.append(staging)
-        return staging
+        with self._making:  # one thread at a time makes a set (and, first, the queue)
+            make_queue = self._queue is None
+            commands: list[tuple[Opcode, bytes, Any, memoryview | None]] = []
+            if make_queue:
+                commands.append((Opcode.CREATE_QUEUE, CreateQueueRequest(self.context).pack(), b"", None))
+            for spec in (*self.inputs, *self.outputs):
+                body = AllocateBufferRequest(self.context, spec.nbytes, 64, int(MemoryDomain.SHARED), usage=_USAGE)
+                commands.append((Opcode.ALLOCATE_BUFFER, body.pack(), b"", None))
+            answers = self.acc._batch(commands)
+            made = [(opcode, a.body.object_id) for (opcode, *_), a in zip(commands, answers, strict=True) if a.ok]
+            if len(made) != len(answers):
+                self._destroy(made)
+                failed = next(a for a in answers if not a.ok)
+                raise error_for(failed.status, "staging an inline run")
+            if make_queue:
+                self._queue = made.pop(0)[1]
+            staging = _Staging([object_id for _, object_id in made])
+            with self._lock:
+                self._all.append(staging)
+            return staging
 
     def release(self) -> None:
-        """Give every staging set back to the device (before the program is unloaded; no call runs)."""
+        """Give every staging set and the queue back to the device (before the program is unloaded; no
+        call runs)."""
         with self._lock:
             sets, self._all, self._free = self._all, [], []
+            queue, self._queue = self._queue, None
         for staging in sets:
             self._release_finished(staging)
-            buffers = [(Opcode.ALLOCATE_BUFFER, b) for b in staging.buffers]
-            self._destroy([*buffers, (Opcode.CREATE_QUEUE, staging.queue)])
+            self._destroy([(Opcode.ALLOCATE_BUFFER, b) for b in staging.buffers])
+        if queue:
+            self._destroy([(Opcode.CREATE_QUEUE, queue)])
 
     def _destroy(self, made: Sequence[tuple[Opcode, int]]) -> None:
         release: dict[Opcode, Opcode] = {
