@@ -46,15 +46,40 @@ EXPECTED = np.arange(11, 15, dtype=np.float32).tobytes()
 
 
 class SocketSession:
-    """The engine-session interface the fuzz helpers drive, carried over a real guest transport."""
+    """The engine-session interface the fuzz helpers drive, carried over a real guest transport.
 
-    def __init__(self, path: str, queue_size: int = 16) -> None:
-        self.transport = GuestTransport(path, queue_size=queue_size, arena_bytes=4 << 20)
+    With ``split``, a share of the commands travels as chains of two regions on either side, as a guest
+    sends transfers of its own memory: the request's tail (after its first 32 bytes, the header and
+    transfer prefix, or after a random cut) in a heap buffer of its own, or the response area cut into a
+    header's room and a heap sink. The daemon must treat every such chain as any other."""
+
+    def __init__(self, path: str, queue_size: int = 16, split: random.Random | None = None) -> None:
+        self.transport = GuestTransport(path, queue_size=queue_size, arena_bytes=4 << 20, heap_bytes=1 << 20)
+        self.transport.in_place_min = 1
+        self.split = split
 
     def process(self, request: bytes, capacity: int) -> bytes:
         if not request or capacity <= 0:
             return b""  # a descriptor of zero bytes is the driver's own mistake: nothing to send
-        return self.transport.request([request], capacity, timeout=30)
+        rng, transport = self.split, self.transport
+        how = rng.randrange(3) if rng is not None and capacity + len(request) < 1 << 19 else 0
+        if how == 1 and len(request) > 1:
+            cut = 32 if len(request) > 32 and rng.random() < 0.5 else rng.randrange(1, len(request))
+            tail = transport.guest_buffer(len(request) - cut)
+            try:
+                tail[:] = request[cut:]
+                return transport.request([request[:cut], tail], capacity, timeout=30)
+            finally:
+                transport.free_guest_buffer(tail)
+        if how == 2 and capacity > w.HEADER_BYTES:
+            sink = transport.guest_buffer(capacity - w.HEADER_BYTES)
+            try:
+                with transport.exchange_batch([([request], w.HEADER_BYTES, sink)], timeout=30) as answers:
+                    used = answers.used(0)
+                    return bytes(answers[0]) + bytes(sink[: max(0, used - w.HEADER_BYTES)])
+            finally:
+                transport.free_guest_buffer(sink)
+        return transport.request([request], capacity, timeout=30)
 
     def reset(self) -> None:
         self.transport.reset()
@@ -127,8 +152,8 @@ def _scribble(session: SocketSession, table: bytes, heads: list[int], idx: int) 
 
 def attack(host: Host, rng: random.Random, victim_ids: list[int], commands: int, scribble: tuple | None) -> int:
     """One attacker connection; returns the commands it sent."""
-    attacker = Attacker(rng, Guest(SocketSession(host.path)), victim_ids)  # type: ignore[arg-type]
-    session: SocketSession = attacker.guest.session  # type: ignore[assignment]
+    session = SocketSession(host.path, split=random.Random(rng.random()))
+    attacker = Attacker(rng, Guest(session), victim_ids)  # type: ignore[arg-type]
     sent = 0
     try:
         if rng.random() < 0.3:

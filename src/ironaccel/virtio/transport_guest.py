@@ -79,6 +79,7 @@ class GuestTransport:
     ) -> None:
         self.path = path
         self.poll_s = poll_s
+        self.in_place_min = IN_PLACE_MIN_BYTES  # heap parts from this size are posted where they lie
         self._setup_timeout = setup_timeout_s
         self._cond = threading.Condition()
         self._lost: str | None = None
@@ -320,7 +321,7 @@ class GuestTransport:
     def _plan(self, command: tuple[Sequence[bytes | bytearray | memoryview], int] | Command) -> _Plan:
         parts, capacity, *rest = command
         views = [memoryview(p).cast("B") for p in parts]
-        placed = [(v, self.guest_offset(v) if v.nbytes >= IN_PLACE_MIN_BYTES else None) for v in views]
+        placed = [(v, self.guest_offset(v) if v.nbytes >= self.in_place_min else None) for v in views]
         sink = memoryview(rest[0]).cast("B") if rest and rest[0] is not None else None
         sink_at = None if sink is None else self.guest_offset(sink)
         if sink is not None and sink_at is None:
