@@ -240,6 +240,8 @@ def test_submitted_calls_start_inline_and_finish_in_any_order(host):
     with ia.open(f"virtio:{host.path}") as dev:
         exe = dev.compile(MODELS / "cnn_fp32.tosa")
         assert dev.accelerator.starts_inline(exe.program)
+        with pytest.raises(InvalidArgument):  # checked before anything is sent; nothing stays pinned
+            dev.accelerator.start_inline(exe.program, [x.astype(np.float64)])
         runs = [exe.submit(x * (i + 1)) for i in range(4)]
         assert all(r.event is None for r in runs)
         with pytest.raises(ReleaseRejected):
