@@ -701,10 +701,6 @@ class InlineRun:
         self._acc, self._rec, self._inline, self._pending = acc, rec, inline, pending
 
     @property
-    def finished(self) -> bool:
-        return self._pending is None
-
-    @property
     def done(self) -> bool:
         """Whether the run has ended (never blocks; a backend may ask its device)."""
         return self._pending is None or bool(self._acc._guard(self._pending.done))

@@ -227,7 +227,7 @@ class GuestConnection:
 
     def _serve_apart(self, chain: Chain, into: Callable[..., int]) -> int | None:
         """Serve a transfer whose data has a descriptor of its own (the guest's arrays in guest memory,
-        ``VirtioAccelerator.guest_array``) without gathering it: a WRITE_BUFFER of two readable regions,
+        ``VirtioAccelerator.host_array``) without gathering it: a WRITE_BUFFER of two readable regions,
         header and prefix then data, is read where the data lies; a READ_BUFFER whose writable regions
         are a header's room then the data is read by the backend straight into the second. Returns the used
         length, or None for any other chain (the general path serves it). The opcode is read from a

@@ -304,16 +304,11 @@ class VirtioAccelerator(Accelerator):
         return array.reshape(shape)
 
     def _write(self, native: Any, offset: int, data: memoryview) -> None:
+        chunk, budget, piece = self._write_chunk, self._transfer_budget, SEGMENT_BYTES
         if _in_place(self.transport, data):  # one command per frame's worth: no arena room is taken
-            chunk = self.config.max_request_bytes - HEADER_BYTES - TransferBufferRequest.SIZE
-            for group in _segments(data.nbytes, chunk, 1 << 62, chunk):
-                commands = [
-                    (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
-                    for at, n in group
-                ]
-                _raise_failed(self._batch(commands), "WRITE_BUFFER")
-            return
-        for group in _segments(data.nbytes, self._write_chunk, self._transfer_budget):
+            chunk = piece = self.config.max_request_bytes - HEADER_BYTES - TransferBufferRequest.SIZE
+            budget = 1 << 62
+        for group in _segments(data.nbytes, chunk, budget, piece):
             commands = [
                 (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
                 for at, n in group
