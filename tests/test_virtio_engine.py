@@ -18,7 +18,7 @@ from ironaccel.virtio.engine_policy import MAX_ALIGNMENT, status_for
 from virtio_guest import FP_TARGET, ControlledCpu, Guest, add_program
 
 OP = w.Opcode
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "gate": 0, "buffer_bytes": 0}
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 
 
 def _engine(acc=None, **kwargs) -> DeviceEngine:

@@ -31,7 +31,7 @@ LONG_COMMANDS = int(os.environ.get("IRONACCEL_FUZZ_EXAMPLES", "0") or 0) or 1_00
 SHORT_COMMANDS = 3_000
 COMMANDS_PER_SESSION = 400
 QUOTA = GuestQuota(max_contexts=4, max_queues=4, max_buffers=64, max_programs=4, max_events=32)
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "gate": 0, "buffer_bytes": 0}
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 ADD = add_program()
 U64 = (1 << 64) - 1
 

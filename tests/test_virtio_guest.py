@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "src" / "ironaccel" / "models"
 NAMES = ["cnn_fp32", "attention_fp32", "cnn_int8"]
 IRONACCEL = [sys.executable, "-m", "ironaccel.cli.main"]
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "gate": 0, "buffer_bytes": 0}
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 
 
 def _input(name: str) -> np.ndarray:

@@ -40,7 +40,7 @@ if not PROTOCOL.is_dir():
 TRACES = json.loads((PROTOCOL / "scenarios.json").read_text())
 SCENARIOS = {s["name"]: s for s in TRACES["scenarios"]}
 MOCK_FORMAT = int.from_bytes(b"KMAV", "little")
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "gate": 0, "buffer_bytes": 0}
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 
 # Ring-level controls: the transport's business; the engine sees the same commands either way.
 TRANSPORT_ONLY = {

@@ -354,6 +354,52 @@ def _gate(acc: Accelerator) -> None:
     f.close()
 
 
+@case("prepared.launch")
+def _prepared(acc: Accelerator) -> None:
+    f = _Fixture(acc)
+    p = acc.prepare(f.queue, f.program, f.bindings())
+    _expect(ReleaseRejected, lambda: acc.free_buffer(f.bufs[0]), "free a buffer a prepared submission binds")
+    _expect(ReleaseRejected, lambda: acc.unload_program(f.program), "unload a prepared program")
+    _expect(ReleaseRejected, lambda: acc.destroy_queue(f.queue), "destroy a queue with a prepared submission")
+    for i in range(3):  # inputs written between launches are what the next launch reads
+        f.write_inputs(np.arange(4), np.full(4, i))
+        ticket = acc.launch(p)
+        assert ticket == i + 1, f"launch {i} got ticket {ticket}"
+        acc.wait_launch(p, ticket, 30)
+        assert acc.poll_launch(p, ticket)
+        np.testing.assert_array_equal(f.output(), np.arange(4, dtype=np.float32) + i)
+    tickets = [acc.launch(p) for _ in range(8)]
+    assert tickets == list(range(4, 12)), tickets
+    acc.wait_launch(p, tickets[-1], 30)
+    assert all(acc.poll_launch(p, t) for t in tickets), "an earlier ticket unfinished after a later one"
+    for bad in (0, -1, tickets[-1] + 1, 1.5, True):
+        _expect(InvalidArgument, lambda t=bad: acc.poll_launch(p, t), f"ticket {bad!r}")
+    acc.release_prepared(p)
+    _expect(InvalidArgument, lambda: acc.launch(p), "launch a released prepared submission")
+    _expect(InvalidArgument, lambda: acc.release_prepared(p), "release twice")
+    f.write_inputs(np.ones(4), np.ones(4))  # bound buffers are free again
+    f.close()
+
+
+@case("prepared.validation")
+def _prepared_validation(acc: Accelerator) -> None:
+    f = _Fixture(acc)
+    wrong = [
+        f.bindings()[:2],  # a slot missing
+        [Binding(0, f.bufs[0], 0, 16), Binding(0, f.bufs[1], 0, 16), Binding(2, f.bufs[2], 0, 16)],  # repeated
+        [Binding(0, f.bufs[0], 0, 16), Binding(1, f.bufs[1], 0, 16), Binding(2, f.bufs[2], 4, 16)],  # out of range
+    ]
+    for bindings in wrong:
+        _expect((InvalidArgument, OutOfBounds), lambda b=bindings: acc.prepare(f.queue, f.program, b), "bad bindings")
+    other = acc.create_context()
+    queue = acc.create_queue(other)
+    _expect(PermissionDenied, lambda: acc.prepare(queue, f.program, f.bindings()), "a queue of another context")
+    assert acc.live_resources()["prepared"] == 0, "a refused prepare left something"
+    acc.destroy_queue(queue)
+    acc.destroy_context(other)
+    f.close()
+
+
 @case("quota.buffer-bytes")
 def _quota(acc: Accelerator) -> None:
     ctx = acc.create_context(Quota(buffer_bytes=100))

@@ -19,7 +19,7 @@ from .accelerator import Accelerator, BoundRange
 from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
 from .event import EventCore, EventState
 from .gate import HostGate
-from .handles import Buffer, Context, Event, Program, Queue
+from .handles import Buffer, Context, Event, Prepared, Program, Queue
 from .session import Device, Executable, Run, compile_and_run, open_device
 from .spec import TensorSpec
 from .types import (
@@ -51,6 +51,7 @@ __all__ = [
     "Device",
     "DeviceInfo",
     "Event",
+    "Prepared",
     "EventCore",
     "EventState",
     "Executable",

@@ -39,7 +39,8 @@ from ..core.errors import (
 from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
 from .event import EventCore, EventState
 from .gate import HostGate
-from .handles import Buffer, Context, Event, Handle, IdAllocator, Program, Queue
+from .handles import Buffer, Context, Event, Handle, IdAllocator, Prepared, Program, Queue
+from .prepared import Launcher, Resubmit
 from .spec import TensorSpec
 from .types import (
     NVFP4_FORMAT,
@@ -62,6 +63,7 @@ class _Record:
     context: Context | None
     bytes: int = 0
     pins: int = 0  # in-flight submissions referencing this object
+    holders: list[Any] = dataclasses.field(default_factory=list)  # launchers of prepared submissions binding it
     desc: Any = None
     extra: Any = None
 
@@ -219,7 +221,7 @@ class Accelerator:
     def live_resources(self) -> dict[str, int]:
         """Counts of live objects by kind, plus buffer bytes: tests prove nothing leaks."""
         with self._lock:
-            counts = {k: 0 for k in ("context", "buffer", "program", "queue", "event", "gate")}
+            counts = {k: 0 for k in ("context", "buffer", "program", "queue", "event", "prepared", "gate")}
             total = 0
             for r in self._objects.values():
                 counts[r.handle.kind if isinstance(r.handle, Handle) else "gate"] += 1
@@ -317,7 +319,7 @@ class Accelerator:
             raise PermissionDenied(f"{buf!r} was not allocated with {need.name}")
         if not isinstance(offset, int) or offset < 0 or length < 0 or offset + length > desc.size:
             raise OutOfBounds(f"range [{offset}, {offset}+{length}) outside {buf!r} of {desc.size} bytes")
-        if rec.pins and need.name == "TRANSFER_DESTINATION":
+        if need.name == "TRANSFER_DESTINATION" and (rec.pins or any(not h.idle() for h in rec.holders)):
             raise Busy(f"{buf!r} is bound to pending work")
         return rec
 
@@ -364,6 +366,8 @@ class Accelerator:
             rec = self._record(buf, Buffer)
             if rec.pins:
                 raise ReleaseRejected(Busy(f"{buf!r} is bound to {rec.pins} pending submission(s)"), buf)
+            if rec.holders:
+                raise ReleaseRejected(Busy(f"{buf!r} is bound by {len(rec.holders)} prepared submission(s)"), buf)
             self._release(rec, self._free)
 
     # ---- programs -----------------------------------------------------------------------------
@@ -432,8 +436,8 @@ class Accelerator:
         self._observe_all()
         with self._lock:
             rec = self._record(program, Program)
-            if rec.pins:
-                raise ReleaseRejected(Busy(f"{program!r} is referenced by pending work"), program)
+            if rec.pins or rec.holders:
+                raise ReleaseRejected(Busy(f"{program!r} is referenced by pending work or prepared"), program)
             self._release(rec, self._unload)
 
     def runs_inline(self, program: Program) -> bool:
@@ -508,8 +512,8 @@ class Accelerator:
         self._observe_all()
         with self._lock:
             rec = self._record(queue, Queue)
-            if rec.pins:
-                raise ReleaseRejected(Busy(f"{queue!r} has pending work"), queue)
+            if rec.pins or rec.holders:
+                raise ReleaseRejected(Busy(f"{queue!r} has pending work or prepared submissions"), queue)
             self._release(rec, self._destroy_queue)
 
     # ---- gates --------------------------------------------------------------------------------
@@ -688,6 +692,77 @@ class Accelerator:
             if not rec.native.state.terminal:
                 raise ReleaseRejected(Busy(f"{event!r} is pending"), event)
             del self._objects[event.id]
+
+    # ---- prepared submissions -----------------------------------------------------------------
+    def _prepare(self, queue: Any, program: Any, ranges: Sequence[BoundRange]) -> Launcher | None:
+        """A native launcher (:class:`~.prepared.Launcher`) of ``program`` bound to ``ranges`` on ``queue``,
+        or None for the generic one, which launches through ``submit``. Runs under the lock."""
+        return None
+
+    def _release_launcher(self, native: Launcher) -> None:
+        native.destroy()
+
+    def prepare(self, queue: Queue, program: Program, bindings: Sequence[Binding]) -> Prepared:
+        """Check ``bindings`` once, for launching ``program`` on ``queue`` any number of times (``launch``).
+
+        Ownership: a new Prepared in the queue's context; until ``release_prepared`` the queue, the program
+        and the bound buffers cannot be released, and a bound buffer cannot be written while a launch runs
+        (Busy, as for pending submissions: write inputs once the last ticket is reached). Failure: nothing
+        retained. Copies: none (buffers are bound directly, as by ``submit``)."""
+        with self._lock:
+            self._check_alive()
+            qrec = self._record(queue, Queue)
+            prec = self._record(program, Program)
+            if queue.context is not program.context:
+                raise PermissionDenied("queue and program belong to different contexts")
+            ranges, brecs = self._bind(program, bindings)
+            self._limit(queue.context, Prepared, self.device_info().limits.max_events_per_context)
+            native = self._guard(self._prepare, qrec.native, prec.native, ranges)
+            launcher = native if native is not None else Resubmit(self, queue, program, bindings)
+            handle = Prepared(self, self._ids.new(), queue.context)
+            held = [qrec, prec, *brecs]
+            for r in held:
+                r.holders.append(launcher)
+            self._add(_Record(handle, launcher, queue.context, extra=held))
+            return handle
+
+    def launch(self, prepared: Prepared) -> int:
+        """Start one run of ``prepared``; returns its ticket (1 for the first launch, then one more each
+        time). Runs of one prepared submission finish in ticket order. Blocking: never. Failure: Busy when
+        the backend's runs in flight are at its limit, nothing started (observe some finish, then retry)."""
+        self._check_alive()
+        return self._guard(self._launcher(prepared).launch)
+
+    def poll_launch(self, prepared: Prepared, ticket: int) -> bool:
+        """Whether the run of ``ticket`` (and every earlier one) has finished. Never blocks. Raises the error
+        a finished run failed with (reported once), DeviceLost where the device was lost."""
+        return bool(self._guard(self._launcher(prepared).reached, ticket))
+
+    def wait_launch(self, prepared: Prepared, ticket: int, timeout: float | None = None) -> None:
+        """Block until the run of ``ticket`` finished; DeadlineExpired after ``timeout`` seconds (None: no
+        limit), when it may be waited for again. Raises as ``poll_launch`` does."""
+        launcher = self._launcher(prepared)
+        if not self._guard(launcher.wait, ticket, None if timeout is None else _positive(timeout)):
+            raise DeadlineExpired(f"launch {ticket} of {prepared!r} still running after {timeout} s")
+
+    def _launcher(self, prepared: Prepared) -> Launcher:
+        """``prepared``'s launcher, looked up without the lock (launches are the hot path): one dict read,
+        atomic; a launcher released meanwhile refuses the call itself."""
+        return self._record(prepared, Prepared).native
+
+    def release_prepared(self, prepared: Prepared) -> None:
+        """Ownership: consumes ``prepared`` and unpins what it bound. Failure: ReleaseRejected(Busy) while a
+        launched run is still running."""
+        with self._lock:
+            rec = self._record(prepared, Prepared)
+            if self._poisoned is None and not self._guard(rec.native.idle):
+                raise ReleaseRejected(Busy(f"{prepared!r} has launched runs still running"), prepared)
+            try:
+                self._release(rec, self._release_launcher)
+            finally:
+                if prepared.id not in self._objects:
+                    for r in rec.extra:
+                        r.holders.remove(rec.native)
 
 
 class InlineRun:

@@ -65,6 +65,15 @@ class Event(Handle):
     kind = "event"
 
 
+class Prepared(Handle):
+    """Names one prepared submission: a program bound to buffers on a queue, checked once, launched any
+    number of times (``Accelerator.launch``). Each launch returns a ticket, a positive integer that grows
+    by one per launch; launches finish in ticket order."""
+
+    __slots__ = ()
+    kind = "prepared"
+
+
 class IdAllocator:
     """Generational ids: a fresh index per object, generation bumped per allocator instance. Thread-safe."""
 

@@ -7,7 +7,9 @@ runtime keeps them); a contract queue is a :class:`~.submit.Ring` on the device'
 Completion is observed, not delivered (``observes_completion``): there is no worker thread, and the
 runtime's ``poll_event`` / ``wait`` call :meth:`VulkanAccelerator._progress`, which reads or waits on
 the fences of the submission rings. Submitted work cannot be cancelled (it is on the device); a finite
-timeout is honoured when the work would start (after a host gate), not once it runs.
+timeout is honoured when the work would start (after a host gate), not once it runs. A prepared
+submission's launches skip the ring: each is one vkQueueSubmit2 signalling a timeline semaphore
+(:mod:`.launcher`).
 
 Objects are released by the contract's release calls; :meth:`VulkanAccelerator.close` (or garbage
 collection of the accelerator) waits for the device to go idle and destroys whatever is left, then the
@@ -32,6 +34,7 @@ from .capability import descriptor
 from .device import Device, PhysicalDevice
 from .instance import Instance
 from .kernels import Kernels
+from .launcher import Launcher
 from .memory import Allocation, Memory
 from .program import LoadedProgram
 from .submit import Ring
@@ -60,6 +63,7 @@ class _Native:
         self.buffers: set[Allocation] = set()
         self.programs: set[LoadedProgram] = set()
         self.rings: set[Ring] = set()
+        self.launchers: set[Launcher] = set()
         self.closed = False
 
     def close(self) -> None:
@@ -68,6 +72,8 @@ class _Native:
                 return
             self.closed = True
             rings, programs, buffers = list(self.rings), list(self.programs), list(self.buffers)
+            launchers = list(self.launchers)
+            self.launchers.clear()
             self.rings.clear()
             self.programs.clear()
             self.buffers.clear()
@@ -75,6 +81,8 @@ class _Native:
             self.device.wait_idle()
         except Exception:  # noqa: BLE001 - a lost device is torn down all the same
             pass
+        for launcher in launchers:  # before the programs whose command buffers they submit
+            launcher.destroy(lost=True)
         for ring in rings:
             for slot in ring.slots:  # the device is idle: nothing is in flight any more
                 slot.event = None
@@ -204,6 +212,16 @@ class VulkanAccelerator(Accelerator):
 
     def _destroy_queue(self, native: Ring) -> None:
         if self._forget(self._native.rings, native):
+            native.destroy()
+
+    def _prepare(self, queue: Ring, program: LoadedProgram, ranges: Sequence[BoundRange]) -> Launcher:
+        launcher = Launcher(self._native.device, self._native.memory, program, ranges)
+        with self._native.lock:
+            self._native.launchers.add(launcher)
+        return launcher
+
+    def _release_launcher(self, native: Launcher) -> None:
+        if self._forget(self._native.launchers, native):
             native.destroy()
 
     def _submit(self, queue: Ring, program: LoadedProgram, ranges: Sequence[BoundRange], event: EventCore) -> None:

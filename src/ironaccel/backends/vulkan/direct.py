@@ -139,23 +139,36 @@ class DirectRecordings:
 
         return resolve
 
-    def _record(self, key: tuple, resolve: Callable[[Place], tuple[Any, int, int]]) -> Recording:
+    def record_apart(self, ranges: Sequence[BoundRange], command_pool: Any) -> Recording | None:
+        """A recording for ``ranges`` from the caller's ``command_pool``, kept out of the cache (a prepared
+        submission owns it and frees it with its pool; its descriptor pool too); None where the copying path
+        must run."""
+        mapping = self._mapping(ranges) if self.usable else None
+        if mapping is None:
+            return None
+        return self._record((), self._resolver(mapping), command_pool)
+
+    def _record(
+        self, key: tuple, resolve: Callable[[Place], tuple[Any, int, int]], command_pool: Any = None
+    ) -> Recording:
         program = self.program
         vk, dev = program.vk, program.device.handle
-        if self.command_pool is None:
-            info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=program.device.queue_family)
-            self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+        if command_pool is None:
+            if self.command_pool is None:
+                info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=program.device.queue_family)
+                self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+            command_pool = self.command_pool
         dispatches = [s for s in program.plan.steps if isinstance(s, Dispatch)]
         pool, sets = (None, []) if not dispatches else descriptor_sets(vk, dev, dispatches, program.pipelines, resolve)
         try:
             alloc = vk.VkCommandBufferAllocateInfo(
-                commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
+                commandPool=command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
             )
             cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
             try:
                 record_graph(vk, cb, program.plan, program.pipelines, sets, resolve, None)
             except BaseException:
-                vk.vkFreeCommandBuffers(dev, self.command_pool, 1, [cb])
+                vk.vkFreeCommandBuffers(dev, command_pool, 1, [cb])
                 raise
         except BaseException:
             if pool is not None:

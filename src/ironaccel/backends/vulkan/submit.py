@@ -123,45 +123,11 @@ class Ring:
         return next((s for s in self.slots if s.event is None and s.waiters == 0), None)
 
     def _record(self, slot: _Slot, program: LoadedProgram, ranges: Sequence[BoundRange]) -> None:
-        vk, lib = self.vk, self.vk.lib
-        n_in = len(program.plan.inputs)
-        everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
-        copy = vk.VK_PIPELINE_STAGE_2_COPY_BIT
+        vk = self.vk
         for cb in (slot.copy_in, slot.copy_out):
-            binding.check(lib.vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer")
-        cb = slot.copy_in
-        commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-        # Whatever ran before on the queue (another submission of this program reading its arena, a
-        # kernel writing a buffer bound here) happens-before this submission.
-        commands.global_barrier(
-            vk,
-            cb,
-            everything,
-            vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
-            everything,
-            vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
-        )
-        for r in ranges:
-            if r.slot < n_in and r.length:
-                place = program.plan.inputs[r.slot]
-                commands.copy(vk, cb, r.native.buffer, r.offset, program.buffer(place), place.offset, r.length)
-        commands.end(vk, cb)
-        cb = slot.copy_out
-        commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-        for r in ranges:
-            if r.slot >= n_in and r.length:
-                place = program.plan.outputs[r.slot - n_in]
-                commands.copy(vk, cb, program.buffer(place), place.offset, r.native.buffer, r.offset, r.length)
-        # Device writes made available to the host, for read_buffer after the fence.
-        commands.global_barrier(
-            vk,
-            cb,
-            copy,
-            vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
-            vk.VK_PIPELINE_STAGE_2_HOST_BIT,
-            vk.VK_ACCESS_2_HOST_READ_BIT,
-        )
-        commands.end(vk, cb)
+            binding.check(vk.lib.vkResetCommandBuffer(cb, 0), "vkResetCommandBuffer")
+        once = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        record_copies(vk, slot.copy_in, slot.copy_out, program, ranges, once)
 
     # -- completion -----------------------------------------------------------------------------
     def collect(self, event: EventCore | None = None) -> list[EventCore]:
@@ -228,3 +194,44 @@ class Ring:
             if self.pool is not None:
                 vk.vkDestroyCommandPool(dev, self.pool, None)
                 self.pool = None
+
+
+def record_copies(
+    vk: Any, copy_in: Any, copy_out: Any, program: LoadedProgram, ranges: Sequence[BoundRange], usage: int
+) -> None:
+    """Record the copies of the bound input ranges into ``program``'s arena (``copy_in``) and of its outputs
+    back out (``copy_out``), the command buffers that go before and after the program's own."""
+    n_in = len(program.plan.inputs)
+    everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+    copy = vk.VK_PIPELINE_STAGE_2_COPY_BIT
+    commands.begin(vk, copy_in, usage)
+    # Whatever ran before on the queue (another submission of this program reading its arena, a
+    # kernel writing a buffer bound here) happens-before this submission.
+    commands.global_barrier(
+        vk,
+        copy_in,
+        everything,
+        vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
+        everything,
+        vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
+    )
+    for r in ranges:
+        if r.slot < n_in and r.length:
+            place = program.plan.inputs[r.slot]
+            commands.copy(vk, copy_in, r.native.buffer, r.offset, program.buffer(place), place.offset, r.length)
+    commands.end(vk, copy_in)
+    commands.begin(vk, copy_out, usage)
+    for r in ranges:
+        if r.slot >= n_in and r.length:
+            place = program.plan.outputs[r.slot - n_in]
+            commands.copy(vk, copy_out, program.buffer(place), place.offset, r.native.buffer, r.offset, r.length)
+    # Device writes made available to the host, for read_buffer after the fence.
+    commands.global_barrier(
+        vk,
+        copy_out,
+        copy,
+        vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
+        vk.VK_PIPELINE_STAGE_2_HOST_BIT,
+        vk.VK_ACCESS_2_HOST_READ_BIT,
+    )
+    commands.end(vk, copy_out)

@@ -1,0 +1,370 @@
+"""Where one submission's submit -> complete time goes, on one Vulkan device.
+
+Every row times the same 1-operator program (ADD of 256 fp32, the latency row of bench_vulkan.py) from
+the call that submits it until the host sees it finished, by a different route, so the differences
+name the costs: the runtime contract (``acc.submit`` then ``poll_event``), the backend's own recording
+submitted straight through the `vulkan` package (with and without a fence reset, by vkQueueSubmit and
+vkQueueSubmit2), an empty command buffer, a timeline semaphore instead of a fence, completion seen as a
+flag the device writes into host memory, and the same loops in C (built here with the CPU backend's
+compiler, when there is one).
+
+    python3 benchmarks/vulkan/probe_latency.py --device nvidia [--count 2000]
+
+Prints a table of medians (and 10th / 90th percentiles) in microseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_vulkan import Loaded  # noqa: E402
+
+import ironaccel  # noqa: E402
+from ironaccel.backends.vulkan import binding, commands  # noqa: E402
+from ironaccel.runtime.types import MemoryDomain  # noqa: E402
+from ironaccel.tosa import ProgramBuilder  # noqa: E402
+
+# submit + spin on the fence in C: one foreign call per sample, so no Python between the driver calls.
+_C_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+#define EXPORT __attribute__((visibility("default")))
+typedef int (*submit2_t)(void *, uint32_t, const void *, void *);
+typedef int (*fence_status_t)(void *, void *);
+typedef int (*reset_t)(void *, uint32_t, void *const *);
+typedef int (*counter_t)(void *, void *, uint64_t *);
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+/* n samples of reset + submit + spin on the fence; ns per sample into out. Returns 0 or a VkResult. */
+EXPORT int ia_fence_loop(void *dev, void *queue, const void *info, void *fence, submit2_t submit, reset_t reset,
+                          fence_status_t status, int n, int64_t *out) {
+    for (int i = 0; i < n; ++i) {
+        int64_t t0 = now_ns();
+        int r = reset(dev, 1, &fence);
+        if (r) return r;
+        r = submit(queue, 1, info, fence);
+        if (r) return r;
+        while ((r = status(dev, fence)) == 1) {}
+        if (r) return r;
+        out[i] = now_ns() - t0;
+    }
+    return 0;
+}
+/* the same with a timeline semaphore: info signals sem to *value, which the loop raises each sample. */
+EXPORT int ia_timeline_loop(void *dev, void *queue, const void *info, uint64_t *value, void *sem,
+                            submit2_t submit, counter_t counter, int n, int64_t *out) {
+    for (int i = 0; i < n; ++i) {
+        *value += 1;
+        int64_t t0 = now_ns();
+        int r = submit(queue, 1, info, 0);
+        if (r) return r;
+        uint64_t seen = 0;
+        do {
+            r = counter(dev, sem, &seen);
+            if (r) return r;
+        } while (seen < *value);
+        out[i] = now_ns() - t0;
+    }
+    return 0;
+}
+"""
+
+
+def percentiles(samples: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e6  # noqa: E731
+    return pick(0.1), statistics.median(ordered) * 1e6, pick(0.9)
+
+
+def timed(count: int, body: Callable[[], None]) -> list[float]:
+    for _ in range(min(50, count)):
+        body()
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        body()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def native_library() -> Any:
+    """The C loops, compiled now; None where no compiler is found."""
+    try:
+        from ironaccel.backends.cpu.native import toolchain
+    except ImportError:
+        return None
+    tools = toolchain.compiler()
+    if tools is None:
+        print("no C compiler:", toolchain.unavailable_reason())
+        return None
+    return ctypes.CDLL(str(toolchain.build(_C_SOURCE, tools, libraries=())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="lavapipe", help="vulkan device selector (index, name, uuid)")
+    parser.add_argument("--count", type=int, default=2000, help="samples per row")
+    args = parser.parse_args()
+
+    dev = ironaccel.open(f"vulkan:{args.device}")
+    b = ProgramBuilder()
+    x = b.input("x", (256,), "fp32")
+    b.output(b.add(x, x))
+    loaded = Loaded(dev, b.build(), [np.ones(256, np.float32)])
+    acc = loaded.acc
+    native = acc._native
+    vk, ffi, lib = native.device.vk, native.device.vk.ffi, native.device.vk.lib
+    vdev, queue = native.device.handle, native.device.queue
+    loaded.finish(loaded.submit())  # records the direct recording for these buffers
+    program = acc._record(loaded.exe.program, type(loaded.exe.program)).native
+    recording = next(iter(program.direct.entries.values()))
+    rows: list[tuple[str, list[float]]] = []
+
+    # -- the runtime contract, as bench_vulkan.py times it, and its two halves ---------------------------
+    def contract() -> None:
+        event = loaded.submit()
+        while not acc.poll_event(event).terminal:
+            pass
+        acc.destroy_event(event)
+
+    rows.append(("contract: acc.submit + poll_event", timed(args.count, contract)))
+    halves: list[float] = []
+
+    def submit_only() -> None:
+        start = time.perf_counter()
+        event = loaded.submit()
+        halves.append(time.perf_counter() - start)
+        loaded.finish(event)
+
+    timed(args.count, submit_only)
+    rows.append(("  of which acc.submit alone", halves[-args.count :]))
+
+    prepared = acc.prepare(dev.queue, loaded.exe.program, loaded.bindings)
+
+    def launch() -> None:
+        ticket = acc.launch(prepared)
+        while not acc.poll_launch(prepared, ticket):
+            pass
+
+    rows.append(("contract: prepared, launch + poll_launch", timed(args.count, launch)))
+    acc.release_prepared(prepared)
+
+    # -- the recording through the package, no runtime --------------------------------------------------
+    fence = binding.call(vk.vkCreateFence, vdev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
+    fences = ffi.new("VkFence[1]", [fence])
+    info2 = recording.submit_info
+
+    def spin_fence() -> None:
+        while lib.vkGetFenceStatus(vdev, fence) == binding.VK_NOT_READY:
+            pass
+
+    def raw2() -> None:
+        lib.vkResetFences(vdev, 1, fences)
+        commands.submit(vk, queue, info2, fence)
+        spin_fence()
+
+    rows.append(("raw: reset + vkQueueSubmit2 + fence poll", timed(args.count, raw2)))
+    cbs = ffi.new("VkCommandBuffer[1]", [recording.cb])
+    info1 = ffi.new("VkSubmitInfo *")
+    info1.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+    info1.commandBufferCount = 1
+    info1.pCommandBuffers = cbs
+
+    def raw1() -> None:
+        lib.vkResetFences(vdev, 1, fences)
+        lib.vkQueueSubmit(queue, 1, info1, fence)
+        spin_fence()
+
+    rows.append(("raw: reset + vkQueueSubmit + fence poll", timed(args.count, raw1)))
+    resets: list[float] = []
+
+    def reset_apart() -> None:
+        start = time.perf_counter()
+        lib.vkResetFences(vdev, 1, fences)
+        resets.append(time.perf_counter() - start)
+        commands.submit(vk, queue, info2, fence)
+        spin_fence()
+
+    timed(args.count, reset_apart)
+    rows.append(("  of which vkResetFences alone", resets[-args.count :]))
+
+    pool = binding.call(
+        vk.vkCreateCommandPool,
+        vdev,
+        vk.VkCommandPoolCreateInfo(queueFamilyIndex=native.device.queue_family),
+        None,
+        what="vkCreateCommandPool",
+    )
+    primary = vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
+    alloc = vk.VkCommandBufferAllocateInfo(commandPool=pool, level=primary, commandBufferCount=2)
+    empty, flag_cb = binding.call(vk.vkAllocateCommandBuffers, vdev, alloc, what="vkAllocateCommandBuffers")
+    commands.begin(vk, empty, 0)
+    commands.end(vk, empty)
+    info_empty = commands.submit_info(vk, [empty])
+
+    def raw_empty() -> None:
+        lib.vkResetFences(vdev, 1, fences)
+        commands.submit(vk, queue, info_empty, fence)
+        spin_fence()
+
+    rows.append(("raw: empty command buffer", timed(args.count, raw_empty)))
+
+    # -- a timeline semaphore in place of the fence -----------------------------------------------------
+    type_info = ffi.new("VkSemaphoreTypeCreateInfo *")
+    type_info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO
+    type_info.semaphoreType = vk.VK_SEMAPHORE_TYPE_TIMELINE
+    sem_info = ffi.new("VkSemaphoreCreateInfo *")
+    sem_info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO
+    sem_info.pNext = type_info
+    sem_out = ffi.new("VkSemaphore *")
+    binding.check(lib.vkCreateSemaphore(vdev, sem_info, ffi.NULL, sem_out), "vkCreateSemaphore")
+    sem = sem_out[0]
+    signal = ffi.new("VkSemaphoreSubmitInfo *")
+    signal.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
+    signal.semaphore = sem
+    signal.stageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+    info_tl = ffi.new("VkSubmitInfo2 *")
+    info_tl.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO_2
+    info_tl.commandBufferInfoCount = 1
+    info_tl.pCommandBufferInfos = info2.pCommandBufferInfos
+    info_tl.signalSemaphoreInfoCount = 1
+    info_tl.pSignalSemaphoreInfos = signal
+    seen = ffi.new("uint64_t *")
+
+    def timeline() -> None:
+        signal.value += 1
+        commands.submit(vk, queue, info_tl, ffi.NULL)
+        while True:
+            lib.vkGetSemaphoreCounterValue(vdev, sem, seen)
+            if seen[0] >= signal.value:
+                return
+
+    rows.append(("raw: timeline semaphore + counter poll", timed(args.count, timeline)))
+
+    # -- completion as a flag the device writes into host memory ----------------------------------------
+    flag = native.memory.allocate(256, MemoryDomain.HOST)
+    flag_view = np.frombuffer(flag.mapping, np.uint32)
+    commands.begin(vk, flag_cb, 0)
+    everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+    commands.global_barrier(
+        vk,
+        flag_cb,
+        everything,
+        vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
+        vk.VK_PIPELINE_STAGE_2_COPY_BIT,
+        vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
+    )
+    lib.vkCmdFillBuffer(flag_cb, flag.buffer, 0, 4, 1)
+    commands.global_barrier(
+        vk,
+        flag_cb,
+        vk.VK_PIPELINE_STAGE_2_COPY_BIT,
+        vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
+        vk.VK_PIPELINE_STAGE_2_HOST_BIT,
+        vk.VK_ACCESS_2_HOST_READ_BIT,
+    )
+    commands.end(vk, flag_cb)
+    info_flag = commands.submit_info(vk, [recording.cb, flag_cb])
+    flag_samples: list[float] = []
+    for i in range(args.count + 50):
+        flag_view[0] = 0
+        lib.vkResetFences(vdev, 1, fences)
+        start = time.perf_counter()
+        commands.submit(vk, queue, info_flag, fence)
+        while flag_view[0] == 0:
+            pass
+        if i >= 50:
+            flag_samples.append(time.perf_counter() - start)
+        spin_fence()
+    rows.append(("raw: device-written host flag, spun on", flag_samples))
+
+    # -- the same loops in C --------------------------------------------------------------------------
+    clib = native_library()
+    if clib is not None:
+        addr = lambda cdata: ctypes.c_void_p(int(ffi.cast("uintptr_t", cdata)))  # noqa: E731
+        out = (ctypes.c_int64 * args.count)()
+        clib.ia_fence_loop.restype = ctypes.c_int
+        code = clib.ia_fence_loop(
+            addr(vdev),
+            addr(queue),
+            addr(info2),
+            addr(fence),
+            addr(lib.vkQueueSubmit2),
+            addr(lib.vkResetFences),
+            addr(lib.vkGetFenceStatus),
+            50,
+            out,
+        )
+        code = code or clib.ia_fence_loop(
+            addr(vdev),
+            addr(queue),
+            addr(info2),
+            addr(fence),
+            addr(lib.vkQueueSubmit2),
+            addr(lib.vkResetFences),
+            addr(lib.vkGetFenceStatus),
+            args.count,
+            out,
+        )
+        if code == 0:
+            rows.append(("C: reset + vkQueueSubmit2 + fence spin", [v * 1e-9 for v in out]))
+        value = ctypes.c_uint64(0)
+        signal.value = 0
+        binding.check(lib.vkDeviceWaitIdle(vdev), "vkDeviceWaitIdle")
+        # the C loop raises the value through this pointer; the submit info reads it at each submit
+        info_c = ffi.new("VkSemaphoreSubmitInfo *")
+        info_c.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
+        info_c.semaphore = sem
+        info_c.stageMask = everything
+        lib.vkGetSemaphoreCounterValue(vdev, sem, seen)
+        info_c.value = seen[0]
+        info_tl.pSignalSemaphoreInfos = info_c
+        value_ptr = ctypes.c_void_p(int(ffi.cast("uintptr_t", ffi.addressof(info_c, "value"))))
+        code = clib.ia_timeline_loop(
+            addr(vdev),
+            addr(queue),
+            addr(info_tl),
+            value_ptr,
+            addr(sem),
+            addr(lib.vkQueueSubmit2),
+            addr(lib.vkGetSemaphoreCounterValue),
+            args.count,
+            out,
+        )
+        if code == 0:
+            rows.append(("C: vkQueueSubmit2 + timeline spin", [v * 1e-9 for v in out]))
+        del value
+
+    binding.check(lib.vkDeviceWaitIdle(vdev), "vkDeviceWaitIdle")
+    native.memory.free(flag)
+    vk.vkDestroySemaphore(vdev, sem, None)
+    vk.vkDestroyCommandPool(vdev, pool, None)
+    vk.vkDestroyFence(vdev, fence, None)
+    loaded.close()
+
+    print(f"\nsubmit -> complete of a 1-operator program on {acc.device_info().name}, {args.count} samples, us")
+    print(f"| {'route':<44} | p10 | median | p90 |")
+    print(f"|{'-' * 46}|---|---|---|")
+    for label, samples in rows:
+        lo, mid, hi = percentiles(samples)
+        print(f"| {label:<44} | {lo:.1f} | {mid:.1f} | {hi:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

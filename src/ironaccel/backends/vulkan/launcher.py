@@ -1,0 +1,236 @@
+"""Prepared submissions on Vulkan: a launch is one vkQueueSubmit2, its completion a word in host memory.
+
+``Accelerator.prepare`` checks the bindings once; this launcher then builds, once, everything a launch
+submits: the program recorded with the prepared buffers in its descriptors (:mod:`.direct`, a recording
+of its own, never evicted) or, where such a recording cannot be used, copy-in and copy-out command
+buffers recorded around the program's own; then a small command buffer that writes the launch's ticket
+(modulo ``MARKS``) into a word of host memory, and a VkSubmitInfo2 per mark that signals the launcher's
+timeline semaphore as well. A launch picks its mark's submit info, sets the signal value to its ticket
+and submits: no fence to reset, no slot to find, no event to create.
+
+A ticket's run has finished when the word shows it (a memory read) or the semaphore's counter has
+reached it (vkGetSemaphoreCounterValue), whichever is seen first. On the H200 the driver's report of a
+signal took 18-64 us after the submit, from one machine session to the next, where the written word
+was seen after 20 us in every session (benchmarks/vulkan/NOTES.md v11). The word is written after the
+program's final barrier, which makes its results visible to the host, so a host that sees it may read
+them. Only the semaphore says that the submission has left the device: waiting, ``idle`` and release
+go by it. Launches go to the device's one queue, whose recordings begin with a barrier on everything
+earlier, so they run one after another and in order with every other submission (ADR 0016).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ...core.errors import Busy, DeviceLost, InvalidArgument, IronAccelError
+from ...runtime.accelerator import BoundRange
+from ...runtime.prepared import check_ticket
+from ...runtime.types import MemoryDomain
+from . import binding, commands
+from .device import Device
+from .memory import Memory
+from .program import LoadedProgram
+from .submit import record_copies
+
+IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
+MARKS = 2 * IN_FLIGHT  # values the word cycles through: a ticket is known from its mark while fewer run
+_NS = 1_000_000_000
+
+
+class Launcher:
+    """The native form of one prepared submission (thread-safe; :class:`~ironaccel.runtime.prepared.Launcher`)."""
+
+    def __init__(self, device: Device, memory: Memory, program: LoadedProgram, ranges: Sequence[BoundRange]) -> None:
+        self.device = device
+        self.memory = memory
+        self.vk = vk = device.vk
+        self.lock = threading.Lock()
+        self.closed = False
+        self.lost = False  # closed by the accelerator's close, not by a release
+        self.issued = 0  # the last ticket handed out
+        self.reached_value = 0  # the counter's value when last read
+        self.program = program  # pinned by the runtime while prepared
+        self.command_pool: Any = None
+        self.semaphore: Any = None
+        self.descriptor_pool: Any = None
+        self.mark: Any = None  # the host word the device writes each launch's mark into
+        self.words: Any = None
+        ffi, dev = vk.ffi, device.handle
+        try:
+            info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=device.queue_family)
+            self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+            recording = program.direct.record_apart(ranges, self.command_pool) if program.direct else None
+            if recording is not None:
+                self.descriptor_pool = recording.descriptor_pool
+                self.route = "direct"
+                buffers = [recording.cb]
+            else:
+                alloc = vk.VkCommandBufferAllocateInfo(
+                    commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=2
+                )
+                made = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")
+                copy_in, copy_out = made
+                reuse = vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
+                record_copies(vk, copy_in, copy_out, program, ranges, reuse)
+                self.route = "copies"
+                buffers = [copy_in, program.cb, copy_out]
+            self.mark = memory.allocate(64, MemoryDomain.HOST)
+            self.words = ffi.from_buffer("uint32_t[]", self.mark.mapping)
+            self.words[0] = 0  # ticket 0: nothing launched
+            marks = self._record_marks(last_barrier=self.route == "copies")
+            kind = ffi.new("VkSemaphoreTypeCreateInfo *")
+            kind.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO
+            kind.semaphoreType = vk.VK_SEMAPHORE_TYPE_TIMELINE
+            create = ffi.new("VkSemaphoreCreateInfo *")
+            create.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO
+            create.pNext = kind
+            out = ffi.new("VkSemaphore *")
+            binding.check(vk.lib.vkCreateSemaphore(dev, create, ffi.NULL, out), "vkCreateSemaphore")
+            self.semaphore = out[0]
+        except BaseException:
+            self._free()
+            raise
+        self.signal = ffi.new("VkSemaphoreSubmitInfo *")
+        self.signal.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
+        self.signal.semaphore = self.semaphore
+        self.signal.stageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+        self.infos = []
+        for cb in marks:
+            info = commands.submit_info(vk, [*buffers, cb])
+            info.signalSemaphoreInfoCount = 1
+            info.pSignalSemaphoreInfos = self.signal
+            self.infos.append(info)
+        self.seen = ffi.new("uint64_t *")
+        # Bound once: the hot path below makes no attribute lookups into the package.
+        self._submit2 = vk.lib.vkQueueSubmit2
+        self._counter = vk.lib.vkGetSemaphoreCounterValue
+        self._queue, self._handle, self._null = device.queue, dev, ffi.NULL
+
+    # -- the hot path: launch and observe ---------------------------------------------------------
+    def launch(self) -> int:
+        with self.lock:
+            if self.closed:
+                raise self._gone()
+            ticket = self.issued + 1
+            if ticket - self.reached_value > IN_FLIGHT and ticket - max(self._seen_mark(), self._read()) > IN_FLIGHT:
+                raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
+            self.signal.value = ticket
+            with self.device.submit_lock:
+                code = self._submit2(self._queue, 1, self.infos[ticket % MARKS], self._null)
+            if code:
+                raise binding.result_error(code, "vkQueueSubmit2")  # not accepted: the ticket is not used
+            self.issued = ticket
+            return ticket
+
+    def reached(self, ticket: int) -> bool:
+        if type(ticket) is int and 0 < ticket <= self.reached_value:
+            return True  # seen finished before: no lock, no driver call
+        with self.lock:
+            check_ticket(ticket, self.issued)
+            if self.closed:
+                raise self._gone()
+            return ticket <= self._seen_mark() or ticket <= self._read()
+
+    def _seen_mark(self) -> int:
+        """The last ticket whose mark the device wrote: the newest issued ticket of the word's residue
+        (unique while fewer than MARKS run)."""
+        issued = self.issued
+        done = issued - (issued - self.words[0]) % MARKS
+        if done > self.reached_value:
+            self.reached_value = done
+        return self.reached_value
+
+    def _read(self) -> int:
+        code = self._counter(self._handle, self.semaphore, self.seen)
+        if code:
+            raise binding.result_error(code, "vkGetSemaphoreCounterValue")
+        value = int(self.seen[0])
+        if value > self.reached_value:
+            self.reached_value = value
+        return value
+
+    def wait(self, ticket: int, timeout: float | None) -> bool:
+        with self.lock:
+            check_ticket(ticket, self.issued)
+            if self.closed:
+                raise self._gone()
+            if ticket <= self.reached_value:
+                return True
+        # Outside the lock: launches and polls go on while this thread blocks in the driver.
+        vk, ffi = self.vk, self.vk.ffi
+        semaphores = ffi.new("VkSemaphore[1]", [self.semaphore])
+        values = ffi.new("uint64_t[1]", [ticket])
+        info = ffi.new("VkSemaphoreWaitInfo *")
+        info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
+        info.semaphoreCount = 1
+        info.pSemaphores = semaphores
+        info.pValues = values
+        ns = 0xFFFFFFFFFFFFFFFF if timeout is None else max(0, int(timeout * _NS))
+        code = vk.lib.vkWaitSemaphores(self._handle, info, ns)
+        if code == binding.VK_TIMEOUT:
+            return False
+        if code:
+            raise binding.result_error(code, "vkWaitSemaphores")
+        return self.reached(ticket)
+
+    def _gone(self) -> IronAccelError:
+        if self.lost:
+            return DeviceLost("the Vulkan accelerator was closed")
+        return InvalidArgument("this prepared submission was released")
+
+    def idle(self) -> bool:
+        with self.lock:
+            return self.closed or self.issued <= self._read()  # the semaphore: the submissions are over
+
+    # -- release --------------------------------------------------------------------------------
+    def destroy(self, lost: bool = False) -> None:
+        """Free everything (nothing launched is running: the runtime checked, or the device is idle).
+        ``lost``: the accelerator is closing, and later calls say DeviceLost instead of released."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed, self.lost = True, lost
+            self._free()
+
+    def _record_marks(self, last_barrier: bool) -> list[Any]:
+        """MARKS command buffers, the one of mark v writing v into the word. After a direct recording, whose
+        final barrier already orders everything after its kernels and makes their writes visible to the
+        host, the fill needs nothing before it; after a copy-out, whose barrier reaches the host only, a
+        barrier first orders the fill after the copies."""
+        vk, lib = self.vk, self.vk.lib
+        alloc = vk.VkCommandBufferAllocateInfo(
+            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=MARKS
+        )
+        marks = binding.call(vk.vkAllocateCommandBuffers, self.device.handle, alloc, what="vkAllocateCommandBuffers")
+        copy, write = vk.VK_PIPELINE_STAGE_2_COPY_BIT, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
+        for value, cb in enumerate(marks):
+            commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
+            if last_barrier:
+                commands.global_barrier(vk, cb, copy, write, copy, write)
+            lib.vkCmdFillBuffer(cb, self.mark.buffer, 0, 4, value)
+            commands.global_barrier(vk, cb, copy, write, vk.VK_PIPELINE_STAGE_2_HOST_BIT, vk.VK_ACCESS_2_HOST_READ_BIT)
+            commands.end(vk, cb)
+        return list(marks)
+
+    def _free(self) -> None:
+        vk, dev = self.vk, self.device.handle
+        if self.words is not None:
+            vk.ffi.release(self.words)  # the mapping is released with the allocation
+            self.words = None
+        if self.mark is not None:
+            self.memory.free(self.mark)
+            self.mark = None
+        if self.semaphore is not None:
+            vk.vkDestroySemaphore(dev, self.semaphore, None)
+            self.semaphore = None
+        if self.command_pool is not None:
+            vk.vkDestroyCommandPool(dev, self.command_pool, None)  # frees its command buffers
+            self.command_pool = None
+        if self.descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
+            self.descriptor_pool = None
+
+
+__all__ = ["IN_FLIGHT", "Launcher"]

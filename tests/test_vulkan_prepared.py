@@ -1,0 +1,162 @@
+"""Prepared submissions on Vulkan (backends/vulkan/launcher.py): both routes give the outputs numpy
+gives, tickets finish in order past the host word's wrap, running launches hold their buffers and are
+bounded, waits time out and resume, and a closed accelerator ends them with DeviceLost.
+
+The semantic suite's ``prepared.*`` cases run on this backend too (test_vulkan_backend.py); these cover
+what only the native launcher has. Every test ends with no Vulkan layer message and nothing live.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ironaccel.backends import vulkan
+from ironaccel.backends.vulkan import launcher as launching
+from ironaccel.conformance import semantic
+from ironaccel.core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, Unsupported
+from ironaccel.core.settings import Settings
+from ironaccel.runtime import ArtifactRef, Binding, BufferDesc, MemoryDomain, ReleaseRejected
+from ironaccel.tosa import ProgramBuilder, write
+from vulkan_fixtures import DEVICE, clean  # noqa: F401 - autouse: no layer messages, nothing left live
+
+IO = semantic.IO
+SELECTOR = DEVICE.split(":", 1)[1]  # lavapipe here; scripts/gpu-check runs these on the NVIDIA device
+
+
+@pytest.fixture
+def acc():
+    try:
+        accelerator = vulkan.open_accelerator(SELECTOR, settings=Settings())
+    except Unsupported as exc:
+        pytest.skip(f"{DEVICE} unavailable: {exc}")
+    yield accelerator
+    leaks = {k: v for k, v in accelerator.live_resources().items() if v}
+    accelerator.close()
+    assert not leaks, leaks
+
+
+def add_artifact(n: int) -> bytes:
+    b = ProgramBuilder()
+    x = b.input("x", (n,), "fp32")
+    y = b.input("y", (n,), "fp32")
+    b.output(b.add(x, y))
+    return write(b.build())
+
+
+def matmul_artifact(n: int) -> bytes:
+    b = ProgramBuilder()
+    x = b.input("x", (1, n, n), "fp32")
+    y = b.input("y", (1, n, n), "fp32")
+    b.output(b.matmul(x, y))
+    return write(b.build())
+
+
+class Bound:
+    """A context, queue and program with one buffer per slot (at ``offset`` in each), prepared."""
+
+    def __init__(self, acc, artifact: bytes, sizes: list[int], offset: int = 0) -> None:
+        self.acc = acc
+        self.ctx = acc.create_context()
+        self.queue = acc.create_queue(self.ctx)
+        self.program = acc.load_program(self.ctx, ArtifactRef(artifact, 1 << 26))
+        self.buffers = [acc.allocate_buffer(self.ctx, BufferDesc(offset + n, MemoryDomain.SHARED, IO)) for n in sizes]
+        self.offset, self.sizes = offset, sizes
+        bindings = [Binding(i, b, offset, n) for i, (b, n) in enumerate(zip(self.buffers, sizes, strict=True))]
+        self.prepared = acc.prepare(self.queue, self.program, bindings)
+
+    @property
+    def launcher(self) -> launching.Launcher:
+        return self.acc._record(self.prepared, type(self.prepared)).native
+
+    def write(self, slot: int, values: np.ndarray) -> None:
+        self.acc.write_buffer(self.buffers[slot], self.offset, np.ascontiguousarray(values, np.float32))
+
+    def read(self, slot: int) -> np.ndarray:
+        raw = self.acc.read_buffer(self.buffers[slot], self.offset, self.sizes[slot])
+        return np.frombuffer(raw, np.float32)
+
+    def close(self) -> None:
+        self.acc.release_prepared(self.prepared)
+        for b in self.buffers:
+            self.acc.free_buffer(b)
+        self.acc.unload_program(self.program)
+        self.acc.destroy_queue(self.queue)
+        self.acc.destroy_context(self.ctx)
+
+
+@pytest.mark.parametrize(("offset", "route"), [(0, "direct"), (4, "copies")])
+def test_both_routes_past_the_marks_wrap(acc, offset, route):
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3, offset)
+    assert s.launcher.route == route  # an offset of 4 is not vector-aligned: the copying route
+    x = np.arange(n, dtype=np.float32)
+    s.write(0, x)
+    for i in range(launching.MARKS + 40):  # the host word wraps once
+        s.write(1, np.full(n, i, np.float32))
+        ticket = acc.launch(s.prepared)
+        assert ticket == i + 1
+        while not acc.poll_launch(s.prepared, ticket):
+            pass
+        if i % 37 == 0 or i >= launching.MARKS:
+            np.testing.assert_array_equal(s.read(2), x + i)
+    s.close()
+
+
+def test_launches_in_flight_finish_in_order_and_are_bounded(acc):
+    n = 192
+    s = Bound(acc, matmul_artifact(n), [4 * n * n] * 3)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    s.write(0, a)
+    s.write(1, b)
+    tickets, refused = [], None
+    for _ in range(launching.IN_FLIGHT + 64):
+        try:
+            tickets.append(acc.launch(s.prepared))
+        except Busy as exc:
+            refused = exc
+            break
+    # lavapipe finishes some while the loop runs; whatever it does, no more than IN_FLIGHT run at once
+    assert refused is not None or len(tickets) == launching.IN_FLIGHT + 64
+    last = tickets[-1]
+    with pytest.raises(Busy):
+        s.write(0, a)  # an input of a running launch
+    acc.wait_launch(s.prepared, last, 120)
+    assert all(acc.poll_launch(s.prepared, t) for t in tickets)
+    np.testing.assert_allclose(s.read(2).reshape(n, n), a @ b, rtol=1e-4, atol=1e-4)
+    s.write(0, a)  # nothing runs any more
+    s.close()
+
+
+def test_short_wait_expires_and_the_launch_can_be_waited_for_again(acc):
+    n = 384
+    s = Bound(acc, matmul_artifact(n), [4 * n * n] * 3)
+    s.write(0, np.ones((n, n), np.float32))
+    s.write(1, np.ones((n, n), np.float32))
+    tickets = [acc.launch(s.prepared) for _ in range(4)]
+    with pytest.raises(DeadlineExpired):
+        acc.wait_launch(s.prepared, tickets[-1], 1e-4)
+    with pytest.raises(ReleaseRejected):
+        acc.release_prepared(s.prepared)  # launches still run
+    acc.wait_launch(s.prepared, tickets[-1], 120)
+    np.testing.assert_array_equal(s.read(2), np.full(n * n, n, np.float32))
+    s.close()
+
+
+def test_closing_the_accelerator_ends_prepared_submissions():
+    try:
+        own = vulkan.open_accelerator(SELECTOR, settings=Settings())
+    except Unsupported as exc:
+        pytest.skip(f"{DEVICE} unavailable: {exc}")
+    s = Bound(own, add_artifact(16), [64] * 3)
+    ticket = own.launch(s.prepared)
+    own.close()
+    with pytest.raises(DeviceLost):
+        own.launch(s.prepared)
+    with pytest.raises(DeviceLost):
+        own.poll_launch(s.prepared, ticket)  # not seen finished before the close
+    own.release_prepared(s.prepared)  # releasing still works
+    with pytest.raises(InvalidArgument):
+        own.poll_launch(s.prepared, ticket)  # released: a stale handle
