@@ -13,9 +13,11 @@ reached it (vkGetSemaphoreCounterValue), whichever is seen first. On the H200 th
 signal took 18-64 us after the submit, from one machine session to the next, where the written word
 was seen after 20 us in every session (benchmarks/vulkan/NOTES.md v11). The word is written after the
 program's final barrier, which makes its results visible to the host, so a host that sees it may read
-them. Only the semaphore says that the submission has left the device: waiting, ``idle`` and release
-go by it. Launches go to the device's one queue, whose recordings begin with a barrier on everything
-earlier, so they run one after another and in order with every other submission (ADR 0016).
+them, or write its inputs again. Only the semaphore says that the submission has left the device:
+``wait_launch`` blocks on it, and a release waits for it (microseconds after the word) before freeing.
+
+Launches go to the device's one queue, whose recordings begin with a barrier on everything earlier, so
+they run one after another and in order with every other submission (ADR 0016).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Launcher:
         self.closed = False
         self.lost = False  # closed by the accelerator's close, not by a release
         self.issued = 0  # the last ticket handed out
+        self.waiters = 0  # threads blocked in wait()
         self.reached_value = 0  # the counter's value when last read
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
@@ -158,22 +161,29 @@ class Launcher:
                 raise self._gone()
             if ticket <= self.reached_value:
                 return True
-        # Outside the lock: launches and polls go on while this thread blocks in the driver.
-        vk, ffi = self.vk, self.vk.ffi
-        semaphores = ffi.new("VkSemaphore[1]", [self.semaphore])
-        values = ffi.new("uint64_t[1]", [ticket])
-        info = ffi.new("VkSemaphoreWaitInfo *")
-        info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
-        info.semaphoreCount = 1
-        info.pSemaphores = semaphores
-        info.pValues = values
-        ns = 0xFFFFFFFFFFFFFFFF if timeout is None else max(0, int(timeout * _NS))
-        code = vk.lib.vkWaitSemaphores(self._handle, info, ns)
+            self.waiters += 1  # the semaphore outlives this wait: ``idle`` is False meanwhile
+        try:
+            # Outside the lock: launches and polls go on while this thread blocks in the driver.
+            code = self._wait_value(ticket, None if timeout is None else max(0, int(timeout * _NS)))
+        finally:
+            with self.lock:
+                self.waiters -= 1
         if code == binding.VK_TIMEOUT:
             return False
         if code:
             raise binding.result_error(code, "vkWaitSemaphores")
         return self.reached(ticket)
+
+    def _wait_value(self, value: int, ns: int | None) -> int:
+        vk, ffi = self.vk, self.vk.ffi
+        semaphores = ffi.new("VkSemaphore[1]", [self.semaphore])
+        values = ffi.new("uint64_t[1]", [value])
+        info = ffi.new("VkSemaphoreWaitInfo *")
+        info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO
+        info.semaphoreCount = 1
+        info.pSemaphores = semaphores
+        info.pValues = values
+        return int(vk.lib.vkWaitSemaphores(self._handle, info, 0xFFFFFFFFFFFFFFFF if ns is None else ns))
 
     def _gone(self) -> IronAccelError:
         if self.lost:
@@ -182,7 +192,9 @@ class Launcher:
 
     def idle(self) -> bool:
         with self.lock:
-            return self.closed or self.issued <= self._read()  # the semaphore: the submissions are over
+            if self.closed:
+                return True
+            return not self.waiters and (self.issued <= self._seen_mark() or self.issued <= self._read())
 
     # -- release --------------------------------------------------------------------------------
     def destroy(self, lost: bool = False) -> None:
@@ -192,6 +204,10 @@ class Launcher:
             if self.closed:
                 return
             self.closed, self.lost = True, lost
+            if not lost and self.issued:
+                # The host word may show the last run finished a moment before its submission signals;
+                # nothing a submission uses may be freed until then (a lost device returns at once).
+                self._wait_value(self.issued, None)
             self._free()
 
     def _record_marks(self, last_barrier: bool) -> list[Any]:
