@@ -699,6 +699,11 @@ class Accelerator:
         or None for the generic one, which launches through ``submit``. Runs under the lock."""
         return None
 
+    @property
+    def launches_natively(self) -> bool:
+        """Whether ``launch`` is the backend's own (cheaper than ``submit``), not a ``submit`` each time."""
+        return type(self)._prepare is not Accelerator._prepare
+
     def _release_launcher(self, native: Launcher) -> None:
         native.destroy()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from ..tosa.target import Target
 from .accelerator import Accelerator, InlineRun
 from .backends import AUTO_ORDER, factory
 from .event import EventState
-from .handles import Buffer, Event, Program
+from .handles import Buffer, Event, Prepared, Program
 from .spec import TensorSpec
 from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
 
@@ -45,6 +46,8 @@ _IO_USAGE = (
 
 
 SPARE_SETS = 2  # buffer sets an executable keeps between calls (one per call in flight is made as needed)
+SMALL_OUTPUT_BYTES = 64 << 10  # outputs up to this size live in HOST memory where the device offers it
+SPIN_S = 200e-6  # a call's wait polls this long before it blocks (a blocking wait wakes late on some drivers)
 
 
 def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
@@ -69,6 +72,17 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.may_share_memory(a, b))
 
 
+class _CallSet:
+    """The buffers of one call (one per input and output slot) and, where the backend launches prepared
+    submissions natively, the submission prepared on them at their first use."""
+
+    __slots__ = ("buffers", "prepared")
+
+    def __init__(self, buffers: list[Buffer]) -> None:
+        self.buffers = buffers
+        self.prepared: Prepared | None = None
+
+
 class Run:
     """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given).
 
@@ -79,15 +93,17 @@ class Run:
         self,
         exe: Executable,
         event: Event | None,
-        buffers: list[Buffer],
+        calls: _CallSet | None,
         out: list[np.ndarray] | None,
         started: InlineRun | None = None,
+        ticket: int | None = None,
     ) -> None:
         self._exe = exe
-        self.event = event  # None for a run the backend started inline (Accelerator.start_inline)
-        self._buffers = buffers
+        self.event = event  # None for a launch of a prepared submission, or a run started inline
+        self._calls = calls
         self._out = out
         self._started = started
+        self._ticket = ticket
         self._outputs: list[np.ndarray] | None = None
 
     @property
@@ -97,8 +113,12 @@ class Run:
             return True
         if self._started is not None:
             return self._started.done
+        acc = self._exe.device.accelerator
+        if self._ticket is not None:
+            assert self._calls is not None and self._calls.prepared is not None
+            return acc.poll_launch(self._calls.prepared, self._ticket)
         assert self.event is not None
-        return self._exe.device.accelerator.poll_event(self.event).terminal
+        return acc.poll_event(self.event).terminal
 
     def wait(self, timeout: float | None = None) -> list[np.ndarray]:
         if self._outputs is None:
@@ -109,8 +129,8 @@ class Run:
                 self._started.finish(outs, timeout)
                 self._outputs = outs
             else:
-                assert self.event is not None
-                self._outputs = self._exe._finish(self.event, self._buffers, timeout, self._out)
+                assert self._calls is not None
+                self._outputs = self._exe._finish(self.event, self._ticket, self._calls, timeout, self._out)
         return self._outputs
 
 
@@ -125,11 +145,20 @@ class Executable:
         self.program = program
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
-        self._inline = device.accelerator.runs_inline(program)
-        self._starts = device.accelerator.starts_inline(program)
+        acc = device.accelerator
+        self._inline = acc.runs_inline(program)
+        self._starts = acc.starts_inline(program)
+        self._launches = acc.launches_natively
+        # Small outputs in host memory: the host reads them at memory speed (mapped device memory is read
+        # uncached on some devices: 1 KiB took ~50 us on the H200, benchmarks/vulkan/NOTES.md v10).
+        host = MemoryDomain.HOST in acc.device_info().domains
+        self._domains = [MemoryDomain.SHARED] * len(self.inputs) + [
+            MemoryDomain.HOST if host and 0 < spec.nbytes <= SMALL_OUTPUT_BYTES else MemoryDomain.SHARED
+            for spec in self.outputs
+        ]
         # Buffer sets of finished calls, reused by the next ones: allocating costs more than many small
         # programs take to run, and a backend may keep work prepared for buffers it saw before.
-        self._spare: list[list[Buffer]] = []
+        self._spare: list[_CallSet] = []
         self._spare_lock = threading.Lock()
         self._closed = False
 
@@ -158,27 +187,31 @@ class Executable:
         targets = self._targets(out)
         acc, ctx = self.device.accelerator, self.device.context
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
-            return Run(self, None, [], targets, acc.start_inline(self.program, values))
+            return Run(self, None, None, targets, acc.start_inline(self.program, values))
         with self._spare_lock:
-            buffers: list[Buffer] = self._spare.pop() if self._spare else []
+            calls = self._spare.pop() if self._spare else None
+        if calls is None:
+            calls = _CallSet([])
         try:
-            if not buffers:
-                for spec in (*self.inputs, *self.outputs):
-                    buffers.append(
-                        acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), MemoryDomain.SHARED, _IO_USAGE))
-                    )
-            for buf, value in zip(buffers, values, strict=False):
+            if not calls.buffers:
+                for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
+                    calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
+            for buf, value in zip(calls.buffers, values, strict=False):
                 acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8) if value.size else b"")
-            bindings = [
-                Binding(slot, buf, 0, spec.nbytes)
-                for slot, (buf, spec) in enumerate(zip(buffers, (*self.inputs, *self.outputs), strict=True))
-            ]
-            event = acc.submit(self.device.queue, self.program, bindings, timeout=timeout)
+            if self._launches and timeout is None:
+                # Checked once per buffer set; each call is then one launch (Accelerator.prepare).
+                if calls.prepared is None:
+                    calls.prepared = acc.prepare(self.device.queue, self.program, self._bindings(calls.buffers))
+                return Run(self, None, calls, targets, ticket=acc.launch(calls.prepared))
+            event = acc.submit(self.device.queue, self.program, self._bindings(calls.buffers), timeout=timeout)
         except BaseException:
-            for buf in buffers:
-                acc.free_buffer(buf)
+            self._discard(calls)
             raise
-        return Run(self, event, buffers, targets)
+        return Run(self, event, calls, targets)
+
+    def _bindings(self, buffers: list[Buffer]) -> list[Binding]:
+        specs = (*self.inputs, *self.outputs)
+        return [Binding(slot, buf, 0, spec.nbytes) for slot, (buf, spec) in enumerate(zip(buffers, specs, strict=True))]
 
     def _targets(self, out: Any) -> list[np.ndarray] | None:
         if out is None:
@@ -204,44 +237,84 @@ class Executable:
         return out
 
     def _finish(
-        self, event: Event, buffers: list[Buffer], timeout: float | None, out: list[np.ndarray] | None = None
+        self,
+        event: Event | None,
+        ticket: int | None,
+        calls: _CallSet,
+        timeout: float | None,
+        out: list[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
         acc = self.device.accelerator
         try:
-            state = acc.wait(event, timeout)
-            if state is not EventState.COMPLETE:
-                error = acc.event_error(event)
-                if error is not None:
-                    raise error
-                raise IronAccelError(f"execution ended {state.value}")
+            if ticket is not None:
+                assert calls.prepared is not None
+                self._await_launch(calls.prepared, ticket, timeout)
+            else:
+                assert event is not None
+                state = acc.wait(event, timeout)
+                if state is not EventState.COMPLETE:
+                    error = acc.event_error(event)
+                    if error is not None:
+                        raise error
+                    raise IronAccelError(f"execution ended {state.value}")
             outs = []
-            for i, (buf, spec) in enumerate(zip(buffers[len(self.inputs) :], self.outputs, strict=True)):
+            for i, (buf, spec) in enumerate(zip(calls.buffers[len(self.inputs) :], self.outputs, strict=True)):
                 value = out[i] if out is not None else np.empty(spec.shape, spec.numpy_dtype)
                 if spec.nbytes:  # one copy, straight into the array handed back
                     acc.read_buffer(buf, 0, spec.nbytes, out=value.reshape(-1).view(np.uint8))
                 outs.append(value)
             return outs
         finally:
-            if acc.poll_event(event).terminal:
+            if ticket is not None:
+                if self._launch_over(calls, ticket):
+                    self._release(calls)
+            elif event is not None and acc.poll_event(event).terminal:
                 acc.destroy_event(event)
-                self._release(buffers)
+                self._release(calls)
 
-    def _release(self, buffers: list[Buffer]) -> None:
+    def _await_launch(self, prepared: Prepared, ticket: int, timeout: float | None) -> None:
+        """Poll for SPIN_S (the common small call ends within it), then block in the backend."""
+        acc = self.device.accelerator
+        start = time.perf_counter()
+        spin = SPIN_S if timeout is None else min(SPIN_S, timeout)
+        while not acc.poll_launch(prepared, ticket):
+            spent = time.perf_counter() - start
+            if spent >= spin:
+                # DeadlineExpired if still running when the caller's time is up (the call stays waitable).
+                acc.wait_launch(prepared, ticket, None if timeout is None else max(timeout - spent, 1e-9))
+                return
+
+    def _launch_over(self, calls: _CallSet, ticket: int) -> bool:
+        """Whether the launch no longer runs (finished, or failed)."""
+        assert calls.prepared is not None
+        try:
+            return self.device.accelerator.poll_launch(calls.prepared, ticket)
+        except IronAccelError:
+            return True
+
+    def _release(self, calls: _CallSet) -> None:
         with self._spare_lock:
             if len(self._spare) < SPARE_SETS and not self._closed:
-                self._spare.append(buffers)
+                self._spare.append(calls)
                 return
-        for buf in buffers:
-            self.device.accelerator.free_buffer(buf)
+        self._discard(calls)
+
+    def _discard(self, calls: _CallSet) -> None:
+        acc = self.device.accelerator
+        if calls.prepared is not None:
+            acc.release_prepared(calls.prepared)
+            calls.prepared = None
+        for buf in calls.buffers:
+            acc.free_buffer(buf)
+        calls.buffers = []
 
     def close(self) -> None:
         """Unload the program and free the buffers kept for calls; later calls do nothing."""
         with self._spare_lock:
             self._closed = True
             spare, self._spare = self._spare, []
-        for buffers in spare:
-            for buf in buffers:
-                self.device.accelerator.free_buffer(buf)
+        for calls in spare:
+            self._discard(calls)
         if self.device._forget(self):
             self.device.accelerator.unload_program(self.program)
 
