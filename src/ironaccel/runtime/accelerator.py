@@ -753,7 +753,10 @@ class Accelerator:
     def _launcher(self, prepared: Prepared) -> Launcher:
         """``prepared``'s launcher, looked up without the lock (launches are the hot path): one dict read,
         atomic; a launcher released meanwhile refuses the call itself."""
-        return self._record(prepared, Prepared).native
+        rec = self._objects.get(prepared.id) if type(prepared) is Prepared and prepared.owner is self else None
+        if rec is None or rec.handle is not prepared:
+            return self._record(prepared, Prepared).native  # raises the reason
+        return rec.native
 
     def release_prepared(self, prepared: Prepared) -> None:
         """Ownership: consumes ``prepared`` and unpins what it bound. Failure: ReleaseRejected(Busy) while a

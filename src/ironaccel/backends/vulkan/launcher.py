@@ -9,8 +9,8 @@ timeline semaphore as well. A launch picks its mark's submit info, sets the sign
 and submits: no fence to reset, no slot to find, no event to create.
 
 A ticket's run has finished when the word shows it (a memory read, every poll) or the semaphore's
-counter has reached it (vkGetSemaphoreCounterValue, at most every SEMAPHORE_EVERY_S), whichever is seen
-first. On the H200 the driver's report of a
+counter has reached it (vkGetSemaphoreCounterValue: every poll while a read is cheap, at most every
+SEMAPHORE_EVERY_S while it is not), whichever is seen first. On the H200 the driver's report of a
 signal took 18-64 us after the submit, from one machine session to the next, where the written word
 was seen after 20 us in every session (benchmarks/vulkan/NOTES.md v11). The word is written after the
 program's final barrier, which makes its results visible to the host, so a host that sees it may read
@@ -39,7 +39,8 @@ from .program import LoadedProgram
 from .submit import record_copies
 
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
-SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks the semaphore
+SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks a slow-to-read semaphore
+CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
 MARKS = 2 * IN_FLIGHT  # values the word cycles through: a ticket is known from its mark while fewer run
 _NS = 1_000_000_000
 
@@ -56,7 +57,8 @@ class Launcher:
         self.lost = False  # closed by the accelerator's close, not by a release
         self.issued = 0  # the last ticket handed out
         self.waiters = 0  # threads blocked in wait()
-        self.last_read = 0.0  # time.monotonic() of the last read of the semaphore's counter
+        self.last_read = 0.0  # time.perf_counter() after the last read of the semaphore's counter
+        self.read_every = 0.0  # seconds between counter reads: 0 while reads are cheap
         self.reached_value = 0  # the counter's value when last read
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
@@ -140,13 +142,16 @@ class Launcher:
                 raise self._gone()
             if ticket <= self._seen_mark():
                 return True
-            # The counter only every SEMAPHORE_EVERY_S: in some driver states reading it took longer than
-            # the word takes to arrive, and polling it each time slowed the polls that see the word.
-            now = time.monotonic()
-            if now - self.last_read < SEMAPHORE_EVERY_S:
+            # The counter too, each poll while reading it is cheap: then it reports a finish ~2 us before
+            # the word. In some driver states a read took tens of microseconds and delayed the polls that
+            # would have seen the word; then it is read only every SEMAPHORE_EVERY_S.
+            start = time.perf_counter()
+            if start - self.last_read < self.read_every:
                 return False
-            self.last_read = now
-            return ticket <= self._read()
+            done = ticket <= self._read()
+            self.last_read = end = time.perf_counter()
+            self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
+            return done
 
     def _seen_mark(self) -> int:
         """The last ticket whose mark the device wrote: the newest issued ticket of the word's residue
