@@ -735,13 +735,26 @@ class Accelerator:
         """Start one run of ``prepared``; returns its ticket (1 for the first launch, then one more each
         time). Runs of one prepared submission finish in ticket order. Blocking: never. Failure: Busy when
         the backend's runs in flight are at its limit, nothing started (observe some finish, then retry)."""
-        self._check_alive()
-        return self._guard(self._launcher(prepared).launch)
+        if self._poisoned is not None:
+            self._check_alive()
+        launcher = self._launcher(prepared)
+        try:  # _guard's body, inlined: this is the hot path
+            return launcher.launch()
+        except DeviceLost as exc:
+            with self._lock:
+                self._poison(exc)
+            raise
 
     def poll_launch(self, prepared: Prepared, ticket: int) -> bool:
         """Whether the run of ``ticket`` (and every earlier one) has finished. Never blocks. Raises the error
         a finished run failed with (reported once), DeviceLost where the device was lost."""
-        return bool(self._guard(self._launcher(prepared).reached, ticket))
+        launcher = self._launcher(prepared)
+        try:  # _guard's body, inlined: this runs on every poll
+            return bool(launcher.reached(ticket))
+        except DeviceLost as exc:
+            with self._lock:
+                self._poison(exc)
+            raise
 
     def wait_launch(self, prepared: Prepared, ticket: int, timeout: float | None = None) -> None:
         """Block until the run of ``ticket`` finished; DeadlineExpired after ``timeout`` seconds (None: no

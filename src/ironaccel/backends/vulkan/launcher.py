@@ -116,6 +116,7 @@ class Launcher:
         self._submit2 = vk.lib.vkQueueSubmit2
         self._counter = vk.lib.vkGetSemaphoreCounterValue
         self._queue, self._handle, self._null = device.queue, dev, ffi.NULL
+        self._submit_lock = device.submit_lock
 
     # -- the hot path: launch and observe ---------------------------------------------------------
     def launch(self) -> int:
@@ -126,7 +127,7 @@ class Launcher:
             if ticket - self.reached_value > IN_FLIGHT and ticket - max(self._seen_mark(), self._read()) > IN_FLIGHT:
                 raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
             self.signal.value = ticket
-            with self.device.submit_lock:
+            with self._submit_lock:
                 code = self._submit2(self._queue, 1, self.infos[ticket % MARKS], self._null)
             if code:
                 raise binding.result_error(code, "vkQueueSubmit2")  # not accepted: the ticket is not used
@@ -136,11 +137,16 @@ class Launcher:
     def reached(self, ticket: int) -> bool:
         if type(ticket) is int and 0 < ticket <= self.reached_value:
             return True  # seen finished before: no lock, no driver call
-        with self.lock:
-            check_ticket(ticket, self.issued)
+        with self.lock:  # (the helpers' bodies inlined: this runs on every poll)
+            issued = self.issued
+            if type(ticket) is not int or not 0 < ticket <= issued:
+                check_ticket(ticket, issued)
             if self.closed:
                 raise self._gone()
-            if ticket <= self._seen_mark():
+            done = issued - (issued - self.words[0]) % MARKS  # as _seen_mark
+            if ticket <= done:
+                if done > self.reached_value:
+                    self.reached_value = done
                 return True
             # The counter too, each poll while reading it is cheap: then it reports a finish ~2 us before
             # the word. In some driver states a read took tens of microseconds and delayed the polls that
