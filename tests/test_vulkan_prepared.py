@@ -8,6 +8,8 @@ what only the native launcher has. Every test ends with no Vulkan layer message 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,29 @@ def test_closing_the_accelerator_ends_prepared_submissions():
     own.release_prepared(s.prepared)  # releasing still works
     with pytest.raises(InvalidArgument):
         own.poll_launch(s.prepared, ticket)  # released: a stale handle
+
+
+def test_a_wait_in_progress_when_the_accelerator_closes_ends_cleanly():
+    try:
+        own = vulkan.open_accelerator(SELECTOR, settings=Settings())
+    except Unsupported as exc:
+        pytest.skip(f"{DEVICE} unavailable: {exc}")
+    n, count = (384, 4) if SELECTOR == "llvmpipe" else (2048, 16)
+    s = Bound(own, matmul_artifact(n), [4 * n * n] * 3)
+    tickets = [own.launch(s.prepared) for _ in range(count)]
+    outcome: list[object] = []
+
+    def waiter() -> None:
+        try:
+            own.wait_launch(s.prepared, tickets[-1], 60)
+            outcome.append("finished")
+        except DeviceLost as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    own.close()  # waits for the device, then for the waiter to leave, before freeing what it reads
+    thread.join(60)
+    assert not thread.is_alive()
+    assert outcome and (outcome[0] == "finished" or isinstance(outcome[0], DeviceLost)), outcome
+    own.release_prepared(s.prepared)

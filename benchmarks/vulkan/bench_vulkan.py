@@ -92,7 +92,8 @@ class Loaded:
         return statistics.median(samples) * 1e6
 
     def prepared_latency_us(self, count: int) -> float:
-        """Median launch -> complete of a prepared submission (checked once), completion observed by polling."""
+        """Median launch -> complete of a prepared submission (checked once): ``launch`` then ``wait_launch``
+        (which watches the device's completion word before it blocks)."""
         prepared = self.acc.prepare(self.dev.queue, self.exe.program, self.bindings)
         try:
             for _ in range(50):
@@ -100,9 +101,7 @@ class Loaded:
             samples = []
             for _ in range(count):
                 start = time.perf_counter()
-                ticket = self.acc.launch(prepared)
-                while not self.acc.poll_launch(prepared, ticket):
-                    pass
+                self.acc.wait_launch(prepared, self.acc.launch(prepared))
                 samples.append(time.perf_counter() - start)
         finally:
             self.acc.release_prepared(prepared)

@@ -163,6 +163,12 @@ def main() -> None:
             pass
 
     rows.append(("contract: prepared, launch + poll_launch", timed(args.count, launch)))
+    rows.append(
+        (
+            "contract: prepared, launch + wait_launch",
+            timed(args.count, lambda: acc.wait_launch(prepared, acc.launch(prepared))),
+        )
+    )
     acc.release_prepared(prepared)
 
     # -- the recording through the package, no runtime --------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,6 @@ _IO_USAGE = (
 
 SPARE_SETS = 2  # buffer sets an executable keeps between calls (one per call in flight is made as needed)
 SMALL_OUTPUT_BYTES = 64 << 10  # outputs up to this size live in HOST memory where the device offers it
-SPIN_S = 200e-6  # a call's wait polls this long before it blocks (a blocking wait wakes late on some drivers)
 
 
 def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
@@ -248,7 +246,7 @@ class Executable:
         try:
             if ticket is not None:
                 assert calls.prepared is not None
-                self._await_launch(calls.prepared, ticket, timeout)
+                acc.wait_launch(calls.prepared, ticket, timeout)  # spins briefly first, on Vulkan
             else:
                 assert event is not None
                 state = acc.wait(event, timeout)
@@ -271,18 +269,6 @@ class Executable:
             elif event is not None and acc.poll_event(event).terminal:
                 acc.destroy_event(event)
                 self._release(calls)
-
-    def _await_launch(self, prepared: Prepared, ticket: int, timeout: float | None) -> None:
-        """Poll for SPIN_S (the common small call ends within it), then block in the backend."""
-        acc = self.device.accelerator
-        start = time.perf_counter()
-        spin = SPIN_S if timeout is None else min(SPIN_S, timeout)
-        while not acc.poll_launch(prepared, ticket):
-            spent = time.perf_counter() - start
-            if spent >= spin:
-                # DeadlineExpired if still running when the caller's time is up (the call stays waitable).
-                acc.wait_launch(prepared, ticket, None if timeout is None else max(timeout - spent, 1e-9))
-                return
 
     def _launch_over(self, calls: _CallSet, ticket: int) -> bool:
         """Whether the launch no longer runs (finished, or failed)."""

@@ -41,6 +41,7 @@ from .submit import record_copies
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
 SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks a slow-to-read semaphore
 CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
+SPIN_S = 200e-6  # a wait watches the word this long before it blocks in the driver
 MARKS = 2 * IN_FLIGHT  # values the word cycles through: a ticket is known from its mark while fewer run
 _NS = 1_000_000_000
 
@@ -184,10 +185,16 @@ class Launcher:
                 raise self._gone()
             if ticket <= self.reached_value:
                 return True
-            self.waiters += 1  # the semaphore outlives this wait: ``idle`` is False meanwhile
+            self.waiters += 1  # what the wait reads outlives it: ``idle`` is False, ``destroy`` waits
         try:
-            # Outside the lock: launches and polls go on while this thread blocks in the driver.
-            code = self._wait_value(ticket, None if timeout is None else max(0, int(timeout * _NS)))
+            # Outside the lock: launches and polls go on meanwhile. First a short spin, then the driver.
+            spun = SPIN_S if timeout is None else min(SPIN_S, timeout)
+            if self._spin(ticket, spun):
+                return True
+            if self.closed:
+                raise self._gone()
+            left = None if timeout is None else max(0, int((timeout - spun) * _NS))
+            code = self._wait_value(ticket, left)
         finally:
             with self.lock:
                 self.waiters -= 1
@@ -196,6 +203,36 @@ class Launcher:
         if code:
             raise binding.result_error(code, "vkWaitSemaphores")
         return self.reached(ticket)
+
+    def _spin(self, ticket: int, seconds: float) -> bool:
+        """Watch the word, and the counter as ``reached`` does, for up to ``seconds``: whether the run
+        finished. A blocking wait woke tens of microseconds after the finish on the H200; a spin sees it
+        at once, and most small runs end within SPIN_S. Runs without the lock (the caller is a waiter);
+        ``issued`` is read once: a later launch can only make the word's ticket an under-count."""
+        words, counter, handle, semaphore = self.words, self._counter, self._handle, self.semaphore
+        seen = self.vk.ffi.new("uint64_t *")
+        issued, clock = self.issued, time.perf_counter
+        end = clock() + seconds
+        read_every, last = self.read_every, 0.0
+        while not self.closed:
+            if ticket <= issued - (issued - words[0]) % MARKS:
+                break
+            now = clock()
+            if now - last >= read_every:
+                code = counter(handle, semaphore, seen)
+                if code:
+                    raise binding.result_error(code, "vkGetSemaphoreCounterValue")
+                last = clock()
+                if ticket <= seen[0]:
+                    break
+                read_every = 0.0 if last - now < CHEAP_READ_S else SEMAPHORE_EVERY_S
+            if now >= end:
+                return False
+        else:
+            return False
+        if ticket > self.reached_value:
+            self.reached_value = ticket  # a lower bound, so a racing smaller store is harmless
+        return True
 
     def _wait_value(self, value: int, ns: int | None) -> int:
         vk, ffi = self.vk, self.vk.ffi
@@ -227,6 +264,13 @@ class Launcher:
             if self.closed:
                 return
             self.closed, self.lost = True, lost
+        # Waiters see ``closed`` and leave: a spinning one at its next look, a blocked one once the
+        # semaphore is reached (the device is idle when the accelerator closes, and a release is refused
+        # while anyone waits). Bounded, for a driver that never returns.
+        give_up = time.monotonic() + 5.0
+        while self.waiters and time.monotonic() < give_up:
+            time.sleep(0)
+        with self.lock:
             if not lost and self.issued:
                 # The host word may show the last run finished a moment before its submission signals;
                 # nothing a submission uses may be freed until then (a lost device returns at once).
