@@ -8,11 +8,12 @@ the copies of the bound ranges into and out of the program's arena recorded now.
 with no free slot it raises Busy (the caller may retry once earlier work is observed complete).
 
 There is no worker thread. Completion is observed when someone asks: ``poll_event`` reads the fence
-(vkGetFenceStatus), ``wait`` polls it for SPIN_S and then blocks in vkWaitForFences, and both retire what they find finished
-(the runtime calls :meth:`Ring.collect` / :meth:`Ring.wait` through the accelerator's ``_progress``
-hook). Retiring frees the slot and hands the event back to the caller, who completes it outside every
-lock here: completing runs the runtime's callbacks, which take the runtime's lock, and the runtime
-calls into the ring while holding it, so holding the ring's lock then would invert the order.
+(vkGetFenceStatus), ``wait`` polls it for SPIN_S and then blocks in vkWaitForFences, and both retire
+what they find finished (the runtime calls :meth:`Ring.collect` / :meth:`Ring.wait` through the
+accelerator's ``_progress`` hook). Retiring frees the slot and hands the event back to the caller, who
+completes it outside every lock here: completing runs the runtime's callbacks, which take the
+runtime's lock, and the runtime calls into the ring while holding it, so holding the ring's lock then
+would invert the order.
 
 A fence is reset only when its slot is reused, and never while a thread waits on it (slots count their
 waiters), because vkResetFences needs the fence externally synchronised.
