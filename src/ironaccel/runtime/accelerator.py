@@ -540,12 +540,7 @@ class Accelerator:
         """
         try:
             with self._lock:
-                self._check_alive()
-                qrec = self._record(queue, Queue)
-                prec = self._record(program, Program)
-                if queue.context is not program.context:
-                    raise PermissionDenied("queue and program belong to different contexts")
-                ranges, brecs = self._bind(program, bindings)
+                qrec, prec, ranges, brecs = self._work(queue, program, bindings)
                 if after is not None:
                     gate, value = after
                     if not isinstance(gate, HostGate) or gate.owner is not self or gate.context is not queue.context:
@@ -607,6 +602,19 @@ class Accelerator:
             gate, value = after
             gate.when(value, start)
         return event
+
+    def _work(
+        self, queue: Queue, program: Program, bindings: Sequence[Binding]
+    ) -> tuple[_Record, _Record, list[BoundRange], list[_Record]]:
+        """The checks of ``submit`` and ``prepare`` (under the lock): the queue's and program's records, the
+        bound ranges and the buffers' records."""
+        self._check_alive()
+        qrec = self._record(queue, Queue)
+        prec = self._record(program, Program)
+        if queue.context is not program.context:
+            raise PermissionDenied("queue and program belong to different contexts")
+        ranges, brecs = self._bind(program, bindings)
+        return qrec, prec, ranges, brecs
 
     def _bind(self, program: Program, bindings: Sequence[Binding]) -> tuple[list[BoundRange], list[_Record]]:
         specs = (*program.inputs, *program.outputs)
@@ -715,12 +723,7 @@ class Accelerator:
         (Busy, as for pending submissions: write inputs once the last ticket is reached). Failure: nothing
         retained. Copies: none (buffers are bound directly, as by ``submit``)."""
         with self._lock:
-            self._check_alive()
-            qrec = self._record(queue, Queue)
-            prec = self._record(program, Program)
-            if queue.context is not program.context:
-                raise PermissionDenied("queue and program belong to different contexts")
-            ranges, brecs = self._bind(program, bindings)
+            qrec, prec, ranges, brecs = self._work(queue, program, bindings)
             self._limit(queue.context, Prepared, self.device_info().limits.max_events_per_context)
             native = self._guard(self._prepare, qrec.native, prec.native, ranges)
             launcher = native if native is not None else Resubmit(self, queue, program, bindings)
