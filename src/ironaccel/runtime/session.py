@@ -14,7 +14,9 @@ programs that keep no state between runs) runs there, on the caller's arrays, wi
 no other call can observe the difference, except that such calls from several threads may overlap.
 ``submit`` goes through the queue, except where the backend can start such a run and finish it later
 (``Accelerator.start_inline``: a virtio device, where it saves round trips); those runs of one
-executable still complete in the order submitted.
+executable still complete in the order submitted. Where the backend launches prepared submissions
+natively (Vulkan, ADR 0016), each of an executable's buffer sets is prepared once and a call through
+the queue is then one launch.
 """
 
 from __future__ import annotations

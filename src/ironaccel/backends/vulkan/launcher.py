@@ -60,7 +60,7 @@ class Launcher:
         self.waiters = 0  # threads blocked in wait()
         self.last_read = 0.0  # time.perf_counter() after the last read of the semaphore's counter
         self.read_every = 0.0  # seconds between counter reads: 0 while reads are cheap
-        self.reached_value = 0  # the counter's value when last read
+        self.reached_value = 0  # the last ticket seen finished (by the word or the counter)
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
         self.semaphore: Any = None
