@@ -27,15 +27,15 @@ class TensorSpec:
     def numpy_dtype(self) -> np.dtype:
         return self.dtype.numpy if isinstance(self.dtype, DType) else self.dtype
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
         return n
 
-    @property
-    def nbytes(self) -> int:
+    @functools.cached_property
+    def nbytes(self) -> int:  # read on every submission's binding check
         return self.size * self.numpy_dtype.itemsize
 
     @classmethod
