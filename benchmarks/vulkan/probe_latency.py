@@ -306,28 +306,10 @@ def main() -> None:
         addr = lambda cdata: ctypes.c_void_p(int(ffi.cast("uintptr_t", cdata)))  # noqa: E731
         out = (ctypes.c_int64 * args.count)()
         clib.ia_fence_loop.restype = ctypes.c_int
-        code = clib.ia_fence_loop(
-            addr(vdev),
-            addr(queue),
-            addr(info2),
-            addr(fence),
-            addr(lib.vkQueueSubmit2),
-            addr(lib.vkResetFences),
-            addr(lib.vkGetFenceStatus),
-            50,
-            out,
-        )
-        code = code or clib.ia_fence_loop(
-            addr(vdev),
-            addr(queue),
-            addr(info2),
-            addr(fence),
-            addr(lib.vkQueueSubmit2),
-            addr(lib.vkResetFences),
-            addr(lib.vkGetFenceStatus),
-            args.count,
-            out,
-        )
+        fence_args = [addr(vdev), addr(queue), addr(info2), addr(fence)]
+        fence_args += [addr(lib.vkQueueSubmit2), addr(lib.vkResetFences), addr(lib.vkGetFenceStatus)]
+        code = clib.ia_fence_loop(*fence_args, 50, out)  # warm-up
+        code = code or clib.ia_fence_loop(*fence_args, args.count, out)
         if code == 0:
             rows.append(("C: reset + vkQueueSubmit2 + fence spin", [v * 1e-9 for v in out]))
         value = ctypes.c_uint64(0)
