@@ -36,12 +36,11 @@ from . import binding, commands
 from .device import Device
 from .memory import Memory
 from .program import LoadedProgram
-from .submit import record_copies
+from .submit import SPIN_S, record_copies  # waits spin as long as the ring's do
 
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
 SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks a slow-to-read semaphore
 CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
-SPIN_S = 200e-6  # a wait watches the word this long before it blocks in the driver
 MARKS = 2 * IN_FLIGHT  # values the word cycles through: a ticket is known from its mark while fewer run
 _NS = 1_000_000_000
 
@@ -124,9 +123,13 @@ class Launcher:
         with self.lock:
             if self.closed:
                 raise self._gone()
-            ticket = self.issued + 1
-            if ticket - self.reached_value > IN_FLIGHT and ticket - max(self._seen_mark(), self._read()) > IN_FLIGHT:
-                raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
+            issued = self.issued
+            ticket = issued + 1
+            if ticket - self.reached_value > IN_FLIGHT:  # look again before refusing (both raise reached_value)
+                self._seen_mark(issued)
+                self._read()
+                if ticket - self.reached_value > IN_FLIGHT:
+                    raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
             self.signal.value = ticket
             with self._submit_lock:
                 code = self._submit2(self._queue, 1, self.infos[ticket % MARKS], self._null)
@@ -138,32 +141,33 @@ class Launcher:
     def reached(self, ticket: int) -> bool:
         if type(ticket) is int and 0 < ticket <= self.reached_value:
             return True  # seen finished before: no lock, no driver call
-        with self.lock:  # (the helpers' bodies inlined: this runs on every poll)
+        with self.lock:
             issued = self.issued
             if type(ticket) is not int or not 0 < ticket <= issued:
                 check_ticket(ticket, issued)
             if self.closed:
                 raise self._gone()
-            done = issued - (issued - self.words[0]) % MARKS  # as _seen_mark
-            if ticket <= done:
-                if done > self.reached_value:
-                    self.reached_value = done
-                return True
-            # The counter too, each poll while reading it is cheap: then it reports a finish ~2 us before
-            # the word. In some driver states a read took tens of microseconds and delayed the polls that
-            # would have seen the word; then it is read only every SEMAPHORE_EVERY_S.
-            start = time.perf_counter()
-            if start - self.last_read < self.read_every:
-                return False
-            done = ticket <= self._read()
-            self.last_read = end = time.perf_counter()
-            self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
-            return done
+            return self._look(ticket, issued)
 
-    def _seen_mark(self) -> int:
-        """The last ticket whose mark the device wrote: the newest issued ticket of the word's residue
-        (unique while fewer than MARKS run)."""
-        issued = self.issued
+    def _look(self, ticket: int, issued: int) -> bool:
+        """One look at whether ``ticket``'s run finished: the word, then the semaphore's counter when a read
+        is due. The counter is read on every look while reading it is cheap (it reports a finish ~2 us
+        before the word); in some driver states a read took tens of microseconds and delayed the looks that
+        would have seen the word, and then it is read only every SEMAPHORE_EVERY_S. ``issued`` may be
+        stale (a spinning waiter reads it once): a later launch only makes the word's ticket an under-count."""
+        if ticket <= self._seen_mark(issued):
+            return True
+        start = time.perf_counter()
+        if start - self.last_read < self.read_every:
+            return False
+        done = ticket <= self._read()
+        self.last_read = end = time.perf_counter()
+        self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
+        return done
+
+    def _seen_mark(self, issued: int) -> int:
+        """The last ticket known finished, after reading the word: the word's ticket is the newest of the
+        ``issued`` ones with its residue (unique while fewer than MARKS run)."""
         done = issued - (issued - self.words[0]) % MARKS
         if done > self.reached_value:
             self.reached_value = done
@@ -205,34 +209,19 @@ class Launcher:
         return self.reached(ticket)
 
     def _spin(self, ticket: int, seconds: float) -> bool:
-        """Watch the word, and the counter as ``reached`` does, for up to ``seconds``: whether the run
-        finished. A blocking wait woke tens of microseconds after the finish on the H200; a spin sees it
-        at once, and most small runs end within SPIN_S. Runs without the lock (the caller is a waiter);
-        ``issued`` is read once: a later launch can only make the word's ticket an under-count."""
-        words, counter, handle, semaphore = self.words, self._counter, self._handle, self.semaphore
-        seen = self.vk.ffi.new("uint64_t *")
+        """Look (as ``reached`` does) for up to ``seconds``: whether the run finished. A blocking wait woke
+        tens of microseconds after the finish on the H200; a spin sees it at once, and most small runs end
+        within SPIN_S. Runs without the lock (the caller is a waiter, so nothing it reads is freed);
+        ``issued`` is read once. A racing ``reached`` may overwrite the counter's buffer or the cached
+        values meanwhile: each holds something the counter or word showed, so it stays a lower bound."""
         issued, clock = self.issued, time.perf_counter
         end = clock() + seconds
-        read_every, last = self.read_every, 0.0
         while not self.closed:
-            if ticket <= issued - (issued - words[0]) % MARKS:
-                break
-            now = clock()
-            if now - last >= read_every:
-                code = counter(handle, semaphore, seen)
-                if code:
-                    raise binding.result_error(code, "vkGetSemaphoreCounterValue")
-                last = clock()
-                if ticket <= seen[0]:
-                    break
-                read_every = 0.0 if last - now < CHEAP_READ_S else SEMAPHORE_EVERY_S
-            if now >= end:
+            if self._look(ticket, issued):
+                return True
+            if clock() >= end:
                 return False
-        else:
-            return False
-        if ticket > self.reached_value:
-            self.reached_value = ticket  # a lower bound, so a racing smaller store is harmless
-        return True
+        return False
 
     def _wait_value(self, value: int, ns: int | None) -> int:
         vk, ffi = self.vk, self.vk.ffi
@@ -254,7 +243,7 @@ class Launcher:
         with self.lock:
             if self.closed:
                 return True
-            return not self.waiters and (self.issued <= self._seen_mark() or self.issued <= self._read())
+            return not self.waiters and (self.issued <= self._seen_mark(self.issued) or self.issued <= self._read())
 
     # -- release --------------------------------------------------------------------------------
     def destroy(self, lost: bool = False) -> None:
