@@ -1,6 +1,7 @@
 """Prepared submissions on Vulkan (backends/vulkan/launcher.py): both routes give the outputs numpy
-gives, tickets finish in order past the host word's wrap, running launches hold their buffers and are
-bounded, waits time out and resume, and a closed accelerator ends them with DeviceLost.
+gives, marked or not, tickets finish in order past the ticket slots' wrap, marking follows whichever of
+the word and the counter tells first, running launches hold their buffers and are bounded, waits time
+out and resume, and a closed accelerator ends them with DeviceLost.
 
 The semantic suite's ``prepared.*`` cases run on this backend too (test_vulkan_backend.py); these cover
 what only the native launcher has. Every test ends with no Vulkan layer message and nothing live.
@@ -87,11 +88,13 @@ class Bound:
         self.acc.destroy_context(self.ctx)
 
 
+@pytest.mark.parametrize("marking", [None, True, False], ids=["marks-decided", "marks-always", "marks-never"])
 @pytest.mark.parametrize(("offset", "route"), [(0, "direct"), (4, "copies")])
-def test_both_routes_past_the_marks_wrap(acc, offset, route):
+def test_both_routes_past_the_marks_wrap(acc, offset, route, marking):
     n = 64
     s = Bound(acc, add_artifact(n), [4 * n] * 3, offset)
     assert s.launcher.route == route  # an offset of 4 is not vector-aligned: the copying route
+    s.launcher.pin_marking(marking)
     x = np.arange(n, dtype=np.float32)
     s.write(0, x)
     for i in range(launching.MARKS + 40):  # the host word wraps once
@@ -102,6 +105,56 @@ def test_both_routes_past_the_marks_wrap(acc, offset, route):
             pass
         if i % 37 == 0 or i >= launching.MARKS:
             np.testing.assert_array_equal(s.read(2), x + i)
+    written = s.launcher.words[0]
+    if marking is False:
+        assert written == 0 and s.launcher.last_marked == 0  # never marked: the word is never written
+    else:
+        assert written == s.launcher.last_marked > 0  # the newest marked ticket, in full
+        if marking:
+            assert written == launching.MARKS + 40
+    s.close()
+
+
+def test_marking_follows_whichever_tells_first(acc):
+    """Launches are marked while the word shows a finish before the counter does, and go unmarked (one in
+    PROBE_EVERY marked still) once the counter is first. Each side is made to lag by hand: the word by
+    writing its old value back, the counter by answering with its previous read."""
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3)
+    launcher = s.launcher
+    assert launcher.marking  # nothing seen yet
+
+    def finish(ticket: int) -> None:
+        launcher._wait_value(ticket, None)  # finished on the device, whatever the host has looked at
+
+    # The counter first: the word is put back before anyone looks.
+    ticket = acc.launch(s.prepared)
+    assert launcher.last_marked == ticket
+    finish(ticket)
+    launcher.words[0] = 0
+    assert acc.poll_launch(s.prepared, ticket)
+    assert not launcher.marking
+    plain = [acc.launch(s.prepared) for _ in range(launching.PROBE_EVERY - 1)]
+    assert launcher.last_marked == ticket  # none of these was marked
+    acc.wait_launch(s.prepared, plain[-1], 60)
+    probe = acc.launch(s.prepared)
+    assert launcher.last_marked == probe == ticket + launching.PROBE_EVERY  # one in PROBE_EVERY is marked
+
+    # The word first: the counter answers with its previous read.
+    real = launcher._counter
+
+    def stale(handle, semaphore, seen):
+        seen[0] = launcher.counted
+        return 0
+
+    launcher._counter = stale
+    finish(probe)
+    assert acc.poll_launch(s.prepared, probe)  # seen from the word
+    assert launcher.marking
+    launcher._counter = real
+    after = acc.launch(s.prepared)
+    assert launcher.last_marked == after
+    acc.wait_launch(s.prepared, after, 60)
     s.close()
 
 

@@ -2,7 +2,8 @@
 
 Every row times the same 1-operator program (ADD of 256 fp32, the latency row of bench_vulkan.py) from
 the call that submits it until the host sees it finished, by a different route, so the differences
-name the costs: the runtime contract (``acc.submit`` then ``poll_event``), the backend's own recording
+name the costs: the runtime contract (``acc.submit`` then ``poll_event``), prepared launches (as the
+launcher decides, and with its host-word mark forced on and off), the backend's own recording
 submitted straight through the `vulkan` package (with and without a fence reset, by vkQueueSubmit and
 vkQueueSubmit2), an empty command buffer, a timeline semaphore instead of a fence, completion seen as a
 flag the device writes into host memory, and the same loops in C (built here with the CPU backend's
@@ -169,6 +170,13 @@ def main() -> None:
             timed(args.count, lambda: acc.wait_launch(prepared, acc.launch(prepared))),
         )
     )
+    launcher = acc._record(prepared, type(prepared)).native
+    print(f"prepared launches: {launcher.issued}, marked while deciding: {launcher.marking}", flush=True)
+    # the two routes the launcher chooses between, each forced (ADR 0017)
+    for pinned, label in ((True, "every launch marked"), (False, "no launch marked")):
+        launcher.pin_marking(pinned)
+        rows.append((f"  prepared, {label}", timed(args.count, launch)))
+    launcher.pin_marking(None)
     acc.release_prepared(prepared)
 
     # -- the recording through the package, no runtime --------------------------------------------------

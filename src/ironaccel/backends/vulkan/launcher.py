@@ -1,24 +1,30 @@
-"""Prepared submissions on Vulkan: a launch is one vkQueueSubmit2, its completion a word in host memory.
+"""Prepared submissions on Vulkan: a launch is one vkQueueSubmit2, its completion a semaphore or a host word.
 
 ``Accelerator.prepare`` checks the bindings once; this launcher then builds, once, everything a launch
 submits: the program recorded with the prepared buffers in its descriptors (:mod:`.direct`, a recording
 of its own, never evicted) or, where such a recording cannot be used, copy-in and copy-out command
-buffers recorded around the program's own; then a small command buffer that writes the launch's ticket
-(modulo ``MARKS``) into a word of host memory, and a VkSubmitInfo2 per mark that signals the launcher's
-timeline semaphore as well. A launch picks its mark's submit info, sets the signal value to its ticket
-and submits: no fence to reset, no slot to find, no event to create.
+buffers recorded around the program's own. Every launch signals the launcher's timeline semaphore with
+its ticket. A launch may also be *marked*: a small command buffer at its end copies the ticket (which the
+host wrote into one of ``MARKS`` slots of host memory just before the submit) into a word of host
+memory. A launch picks its submit info, sets the signal value and submits: no fence to reset, no slot to
+find, no event to create.
 
-A ticket's run has finished when the word shows it (a memory read, every poll) or the semaphore's
-counter has reached it (vkGetSemaphoreCounterValue: every poll while a read is cheap, at most every
-SEMAPHORE_EVERY_S while it is not), whichever is seen first. On the H200 the driver's report of a
-signal took 18-64 us after the submit, from one machine session to the next, where the written word
-was seen after 20 us in every session (benchmarks/vulkan/NOTES.md v11). The word is written after the
-program's final barrier, which makes its results visible to the host, so a host that sees it may read
-them, or write its inputs again. Only the semaphore says that the submission has left the device:
-``wait_launch`` blocks on it, and a release waits for it (microseconds after the word) before freeing.
+A ticket's run has finished when the semaphore's counter has reached it (vkGetSemaphoreCounterValue:
+every poll while a read is cheap, at most every SEMAPHORE_EVERY_S while it is not) or when the word shows
+it or a later marked ticket, whichever is seen first. On the H200 the driver's report of a signal took
+18-64 us after the submit, from one machine session to the next, where the written word was seen after
+20 us in every session; in the fast sessions the counter came first, and the mark's own command buffer
+cost the device time the word could not win back (benchmarks/vulkan/NOTES.md v11, v12). So launches are
+marked while the word is the first to tell, and otherwise only every PROBE_EVERY launches, to notice when
+it would be again (``_look``).
+
+The word is written after the program's final barrier, which makes its results visible to the host, so
+a host that sees it may read them, or write its inputs again. Only the semaphore says that the submission
+has left the device: ``wait_launch`` blocks on it, and a release waits for it (microseconds after the
+word) before freeing.
 
 Launches go to the device's one queue, whose recordings begin with a barrier on everything earlier, so
-they run one after another and in order with every other submission (ADR 0016).
+they run one after another and in order with every other submission (ADR 0016, ADR 0017).
 """
 
 from __future__ import annotations
@@ -41,7 +47,10 @@ from .submit import SPIN_S, record_copies  # waits spin as long as the ring's do
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
 SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks a slow-to-read semaphore
 CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
-MARKS = 2 * IN_FLIGHT  # values the word cycles through: a ticket is known from its mark while fewer run
+MARKS = 2 * IN_FLIGHT  # ticket slots, one per mark command buffer: a slot is rewritten only after its run ended
+PROBE_EVERY = 64  # while launches go unmarked, one in this many is marked, to see whether the word is first again
+_WORD = 0xFFFFFFFF  # the word holds a ticket modulo 2^32 (unambiguous: see _shown)
+_SLOT0 = 16  # the slots' first 32-bit index in the mark allocation: the word has 64 bytes to itself
 _NS = 1_000_000_000
 
 
@@ -60,11 +69,16 @@ class Launcher:
         self.last_read = 0.0  # time.perf_counter() after the last read of the semaphore's counter
         self.read_every = 0.0  # seconds between counter reads: 0 while reads are cheap
         self.reached_value = 0  # the last ticket seen finished (by the word or the counter)
+        self.counted = 0  # the counter's value at its last read
+        self.last_marked = 0  # the newest marked ticket
+        self.marking = True  # mark launches: until a marked run is seen, nothing says the counter is first
+        self.pinned: bool | None = None  # marking fixed by pin_marking (a benchmark's comparison)
+        self.probe_every: float = PROBE_EVERY
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
         self.semaphore: Any = None
         self.descriptor_pool: Any = None
-        self.mark: Any = None  # the host word the device writes each launch's mark into
+        self.mark: Any = None  # host memory: the word a marked launch's ticket is copied into, then the slots
         self.words: Any = None
         ffi, dev = vk.ffi, device.handle
         try:
@@ -85,7 +99,7 @@ class Launcher:
                 record_copies(vk, copy_in, copy_out, program, ranges, reuse)
                 self.route = "copies"
                 buffers = [copy_in, program.cb, copy_out]
-            self.mark = memory.allocate(64, MemoryDomain.HOST)
+            self.mark = memory.allocate(4 * (_SLOT0 + MARKS), MemoryDomain.HOST)
             self.words = ffi.from_buffer("uint32_t[]", self.mark.mapping)
             self.words[0] = 0  # ticket 0: nothing launched
             marks = self._record_marks(last_barrier=self.route == "copies")
@@ -105,12 +119,8 @@ class Launcher:
         self.signal.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
         self.signal.semaphore = self.semaphore
         self.signal.stageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
-        self.infos = []
-        for cb in marks:
-            info = commands.submit_info(vk, [*buffers, cb])
-            info.signalSemaphoreInfoCount = 1
-            info.pSignalSemaphoreInfos = self.signal
-            self.infos.append(info)
+        self.infos = [self._signalling(commands.submit_info(vk, [*buffers, cb])) for cb in marks]
+        self.plain = self._signalling(commands.submit_info(vk, buffers))
         self.seen = ffi.new("uint64_t *")
         # Bound once: the hot path below makes no attribute lookups into the package.
         self._submit2 = vk.lib.vkQueueSubmit2
@@ -123,19 +133,27 @@ class Launcher:
         with self.lock:
             if self.closed:
                 raise self._gone()
-            issued = self.issued
-            ticket = issued + 1
+            ticket = self.issued + 1
             if ticket - self.reached_value > IN_FLIGHT:  # look again before refusing (both raise reached_value)
-                self._seen_mark(issued)
+                self._word()
                 self._read()
                 if ticket - self.reached_value > IN_FLIGHT:
                     raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
             self.signal.value = ticket
+            marked = self.marking or ticket - self.last_marked >= self.probe_every
+            if marked:
+                slot = ticket % MARKS
+                self.words[_SLOT0 + slot] = ticket & _WORD  # visible to the copy: the submit orders host writes
+                info = self.infos[slot]
+            else:
+                info = self.plain
             with self._submit_lock:
-                code = self._submit2(self._queue, 1, self.infos[ticket % MARKS], self._null)
+                code = self._submit2(self._queue, 1, info, self._null)
             if code:
                 raise binding.result_error(code, "vkQueueSubmit2")  # not accepted: the ticket is not used
             self.issued = ticket
+            if marked:
+                self.last_marked = ticket
             return ticket
 
     def reached(self, ticket: int) -> bool:
@@ -147,15 +165,18 @@ class Launcher:
                 check_ticket(ticket, issued)
             if self.closed:
                 raise self._gone()
-            return self._look(ticket, issued)
+            return self._look(ticket)
 
-    def _look(self, ticket: int, issued: int) -> bool:
+    def _look(self, ticket: int) -> bool:
         """One look at whether ``ticket``'s run finished: the word, then the semaphore's counter when a read
-        is due. The counter is read on every look while reading it is cheap (it reports a finish ~2 us
-        before the word); in some driver states a read took tens of microseconds and delayed the looks that
-        would have seen the word, and then it is read only every SEMAPHORE_EVERY_S. ``issued`` may be
-        stale (a spinning waiter reads it once): a later launch only makes the word's ticket an under-count."""
-        if ticket <= self._seen_mark(issued):
+        is due. The counter is read on every look while reading it is cheap; in some driver states a read
+        took tens of microseconds and delayed the looks that would have seen the word, and then it is read
+        only every SEMAPHORE_EVERY_S.
+
+        Each look also settles whether to mark launches, from the newest marked run: the word showing it
+        before any counter read did keeps marking on (``_word``); the counter showing it while the word,
+        read after the counter, still does not turns marking off (``_read``). A tie keeps what was decided."""
+        if ticket <= self._word():
             return True
         start = time.perf_counter()
         if start - self.last_read < self.read_every:
@@ -165,22 +186,43 @@ class Launcher:
         self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
         return done
 
-    def _seen_mark(self, issued: int) -> int:
-        """The last ticket known finished, after reading the word: the word's ticket is the newest of the
-        ``issued`` ones with its residue (unique while fewer than MARKS run)."""
-        done = issued - (issued - self.words[0]) % MARKS
-        if done > self.reached_value:
-            self.reached_value = done
+    def _shown(self) -> int:
+        """The ticket the word shows finished: the newest marked ticket not above ``last_marked`` that is
+        congruent to the word modulo 2^32. Marked tickets after the word's one are still running (at most
+        IN_FLIGHT) and come at most ``probe_every`` apart, so that ticket is the word's own. ``last_marked``
+        is read first: a word newer than it gives a negative value, an under-count."""
+        marked = self.last_marked
+        return marked - ((marked - self.words[0]) & _WORD)
+
+    def _word(self) -> int:
+        """The last ticket known finished, after reading the word."""
+        shown = self._shown()
+        if shown > self.reached_value:
+            self.reached_value = shown
+            if shown > self.counted and self.pinned is None:
+                self.marking = True  # the word told of a run that no counter read had
         return self.reached_value
 
     def _read(self) -> int:
         code = self._counter(self._handle, self.semaphore, self.seen)
         if code:
             raise binding.result_error(code, "vkGetSemaphoreCounterValue")
-        value = int(self.seen[0])
+        value = self.counted = int(self.seen[0])
         if value > self.reached_value:
+            marked = self.last_marked
+            if self.reached_value < marked <= value and self.pinned is None and self._shown() < marked:
+                self.marking = False  # the counter told of a marked run before its word did
             self.reached_value = value
         return value
+
+    def pin_marking(self, marking: bool | None) -> None:
+        """Mark every launch (True), none (False), or decide from what is seen first (None, the default).
+        For comparing the two routes on a device; the word still cannot be misread, since a pinned launcher
+        either marks every launch or never writes the word."""
+        with self.lock:
+            self.pinned = marking
+            self.marking = True if marking is None else marking
+            self.probe_every = PROBE_EVERY if marking is None else float("inf")
 
     def wait(self, ticket: int, timeout: float | None) -> bool:
         with self.lock:
@@ -211,13 +253,14 @@ class Launcher:
     def _spin(self, ticket: int, seconds: float) -> bool:
         """Look (as ``reached`` does) for up to ``seconds``: whether the run finished. A blocking wait woke
         tens of microseconds after the finish on the H200; a spin sees it at once, and most small runs end
-        within SPIN_S. Runs without the lock (the caller is a waiter, so nothing it reads is freed);
-        ``issued`` is read once. A racing ``reached`` may overwrite the counter's buffer or the cached
-        values meanwhile: each holds something the counter or word showed, so it stays a lower bound."""
-        issued, clock = self.issued, time.perf_counter
+        within SPIN_S. Runs without the lock (the caller is a waiter, so nothing it reads is freed). A
+        racing ``reached`` or ``launch`` may overwrite the counter's buffer or the cached values meanwhile:
+        each holds something the counter or word showed, so it stays a lower bound, and a wrong guess about
+        marking costs one launch's route, never a result."""
+        clock = time.perf_counter
         end = clock() + seconds
         while not self.closed:
-            if self._look(ticket, issued):
+            if self._look(ticket):
                 return True
             if clock() >= end:
                 return False
@@ -243,7 +286,7 @@ class Launcher:
         with self.lock:
             if self.closed:
                 return True
-            return not self.waiters and (self.issued <= self._seen_mark(self.issued) or self.issued <= self._read())
+            return not self.waiters and (self.issued <= self._word() or self.issued <= self._read())
 
     # -- release --------------------------------------------------------------------------------
     def destroy(self, lost: bool = False) -> None:
@@ -266,22 +309,27 @@ class Launcher:
                 self._wait_value(self.issued, None)
             self._free()
 
+    def _signalling(self, info: Any) -> Any:
+        info.signalSemaphoreInfoCount = 1
+        info.pSignalSemaphoreInfos = self.signal
+        return info
+
     def _record_marks(self, last_barrier: bool) -> list[Any]:
-        """MARKS command buffers, the one of mark v writing v into the word. After a direct recording, whose
-        final barrier already orders everything after its kernels and makes their writes visible to the
-        host, the fill needs nothing before it; after a copy-out, whose barrier reaches the host only, a
-        barrier first orders the fill after the copies."""
-        vk, lib = self.vk, self.vk.lib
+        """MARKS command buffers, the one of slot v copying slot v into the word. After a direct recording,
+        whose final barrier already orders everything after its kernels and makes their writes visible to
+        the host, the copy needs nothing before it; after a copy-out, whose barrier reaches the host only, a
+        barrier first orders the copy after the copies."""
+        vk = self.vk
         alloc = vk.VkCommandBufferAllocateInfo(
             commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=MARKS
         )
         marks = binding.call(vk.vkAllocateCommandBuffers, self.device.handle, alloc, what="vkAllocateCommandBuffers")
         copy, write = vk.VK_PIPELINE_STAGE_2_COPY_BIT, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
-        for value, cb in enumerate(marks):
+        for slot, cb in enumerate(marks):
             commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
             if last_barrier:
                 commands.global_barrier(vk, cb, copy, write, copy, write)
-            lib.vkCmdFillBuffer(cb, self.mark.buffer, 0, 4, value)
+            commands.copy(vk, cb, self.mark.buffer, 4 * (_SLOT0 + slot), self.mark.buffer, 0, 4)
             commands.global_barrier(vk, cb, copy, write, vk.VK_PIPELINE_STAGE_2_HOST_BIT, vk.VK_ACCESS_2_HOST_READ_BIT)
             commands.end(vk, cb)
         return list(marks)
