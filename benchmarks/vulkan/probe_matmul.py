@@ -23,7 +23,9 @@ Prints a table last.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +123,50 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     return rows
 
 
+@contextlib.contextmanager
+def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) -> Iterator[None]:
+    """Within the block, devices opened run ``replacement`` (a row of :func:`_variants`) in place of the
+    shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory."""
+    shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
+    original = kernels._spirv_cache.get(shader) if shader else None
+    vk_memory.Memory.__init__.__defaults__ = (staged,)
+    try:
+        if isinstance(replacement, bytes):
+            kernels._spirv_cache[shader] = replacement
+        elif isinstance(replacement, tuple) and dtype == "fp32":
+            kernels._spirv_cache[shader], forced = replacement
+            matmul_ops.tile_for = lambda h, w, m, t=forced: t
+        elif isinstance(replacement, tuple) and dtype == "int8":
+            kernels._spirv_cache[shader], int_ops.COOP_TILE = replacement
+        elif isinstance(replacement, tuple):
+            kernels._spirv_cache[shader], matmul_ops.COOP_TILE = replacement
+        elif replacement is not None:
+            matmul_ops.tile_for = lambda h, w, m, t=replacement: t
+        yield
+    finally:
+        vk_memory.Memory.__init__.__defaults__ = (False,)
+        matmul_ops.tile_for = shipped_tile_for
+        matmul_ops.COOP_TILE = shipped_coop_tile
+        int_ops.COOP_TILE = shipped_int_tile
+        if shader:
+            kernels._spirv_cache.pop(shader, None)
+            if original is not None:
+                kernels._spirv_cache[shader] = original
+
+
+def add_variant_options(parser: argparse.ArgumentParser) -> None:
+    """The options :func:`_variants` reads (shared with pipeline_stats.py)."""
+    parser.add_argument("--fp16-spirv", action="append", default=[], metavar="LABEL=PATH[@ROWSxCOLS]")
+    parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH[@TX,TY,TM,TN,BK]")
+    parser.add_argument("--fp32-tile", action="append", default=[], metavar="TX,TY,TM,TN,BK")
+    parser.add_argument("--int8-spirv", action="append", default=[], metavar="LABEL=PATH[@ROWSxCOLS]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="nvidia")
     parser.add_argument("--n", type=int, default=8192, help="H = C = W (default 8192)")
-    parser.add_argument("--fp16-spirv", action="append", default=[], metavar="LABEL=PATH")
-    parser.add_argument("--fp32-spirv", action="append", default=[], metavar="LABEL=PATH[@TX,TY,TM,TN,BK]")
-    parser.add_argument("--fp32-tile", action="append", default=[], metavar="TX,TY,TM,TN,BK")
-    parser.add_argument("--int8-spirv", action="append", default=[], metavar="LABEL=PATH[@ROWSxCOLS]")
+    add_variant_options(parser)
     parser.add_argument("--int8-zero-points", default="-3,5", help="A,B zero points of the int8 rows")
     parser.add_argument("--memory", default="mapped", help="comma-separated placements: mapped, staged")
     args = parser.parse_args()
@@ -138,16 +176,12 @@ def main() -> int:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    shipped_tile_for = matmul_ops.tile_for
-    shipped_coop_tile = matmul_ops.COOP_TILE
-    shipped_int_tile = int_ops.COOP_TILE
     table = ["| type | kernel | ms | TFLOP/s | vs cuBLAS | rel error |", "|---|---|---|---|---|---|"]
     data: dict[str, dict[str, Any]] = {}
     rows = [(p, *v) for v in _variants(args) for p in placements]
     for placement, dtype, label, shader, replacement in rows:
         if len(placements) > 1:
             label = f"{label}, {placement}"
-        vk_memory.Memory.__init__.__defaults__ = (placement == "staged",)
         if dtype not in data:
             if dtype == "int8":
                 a_zp, b_zp = (int(v) for v in args.int8_zero_points.split(","))
@@ -157,35 +191,15 @@ def main() -> int:
             peer = data[dtype]["peer_ms"]
             name = "torch._int_mm" if dtype == "int8" else "cuBLAS"
             table.append(f"| {dtype} | {name} | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
-        original = kernels._spirv_cache.get(shader) if shader else None
         try:
-            if isinstance(replacement, bytes):
-                kernels._spirv_cache[shader] = replacement
-            elif isinstance(replacement, tuple) and dtype == "fp32":
-                kernels._spirv_cache[shader], forced = replacement
-                matmul_ops.tile_for = lambda h, w, m, t=forced: t
-            elif isinstance(replacement, tuple) and dtype == "int8":
-                kernels._spirv_cache[shader], int_ops.COOP_TILE = replacement
-            elif isinstance(replacement, tuple):
-                kernels._spirv_cache[shader], matmul_ops.COOP_TILE = replacement
-            elif replacement is not None:
-                matmul_ops.tile_for = lambda h, w, m, t=replacement: t
-            r = _measure(args.device, args.n, dtype, data[dtype], torch)
+            with replaced(dtype, shader, replacement, staged=placement == "staged"):
+                r = _measure(args.device, args.n, dtype, data[dtype], torch)
             row = (
                 f"| {dtype} | {label} ({r['kernels']}) | {r['ms']:.2f} | {r['tflops']:.1f} | "
                 f"{data[dtype]['peer_ms'] / r['ms']:.2f}x | {r['rel_error']:.1e} |"
             )
         except Exception as exc:  # noqa: BLE001 - a failing variant is a row of the table
             row = f"| {dtype} | {label} | error: {type(exc).__name__}: {str(exc)[:100]} | | | |"
-        finally:
-            vk_memory.Memory.__init__.__defaults__ = (False,)
-            matmul_ops.tile_for = shipped_tile_for
-            matmul_ops.COOP_TILE = shipped_coop_tile
-            int_ops.COOP_TILE = shipped_int_tile
-            if shader:
-                kernels._spirv_cache.pop(shader, None)
-                if original is not None:
-                    kernels._spirv_cache[shader] = original
         print(row, flush=True)
         table.append(row)
     print("\n".join(table))

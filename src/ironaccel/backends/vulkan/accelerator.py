@@ -28,7 +28,7 @@ from ...nvfp4.projection import ProjectionArtifact
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
 from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
-from . import nvfp4
+from . import nvfp4, statistics
 from . import plan as planning
 from .capability import descriptor
 from .device import Device, PhysicalDevice
@@ -102,10 +102,18 @@ class VulkanAccelerator(Accelerator):
     observes_completion = True
     artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})  # NVFP4 projections: :mod:`.nvfp4`
 
-    def __init__(self, inst: Instance, physical: PhysicalDevice, *, staging: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        inst: Instance,
+        physical: PhysicalDevice,
+        *,
+        staging: bool = False,
+        pipeline_statistics: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.physical = physical
-        device = Device(inst, physical)
+        device = Device(inst, physical, pipeline_statistics=pipeline_statistics)
         try:
             memory = Memory(device, staging=staging)
             kernels = Kernels(device)
@@ -138,6 +146,12 @@ class VulkanAccelerator(Accelerator):
 
     def _capabilities(self) -> Any:
         return self._descriptor
+
+    def pipeline_statistics(self) -> dict[str, list[statistics.Executable]]:
+        """What the driver compiled each kernel used so far into (registers, shared and local memory, in
+        the driver's own terms), keyed ``shader(spec, ...)``; see :mod:`.statistics`. Raises Unsupported
+        unless opened with ``pipeline_statistics=True`` on a driver that reports them."""
+        return self._native.kernels.statistics()
 
     def close(self) -> None:
         """Wait for the device, destroy everything still alive on it, then the device. The accelerator is

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...core.errors import InvalidArgument, Unsupported
 from ...probe.vulkan import vulkan_software
-from . import binding
+from . import binding, statistics
 from .instance import Instance
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -103,6 +103,8 @@ class PhysicalDevice:
     # Cooperative-matrix configurations (subgroup scope, A and B of one type, C and result of one):
     # "<A>:<M>x<N>x<K>:<C>", e.g. "fp16:16x16x16:fp32". Empty without VK_KHR_cooperative_matrix.
     matrix_tiles: frozenset[str] = frozenset()
+    # The driver reports what it compiled each pipeline into (VK_KHR_pipeline_executable_properties).
+    reports_pipelines: bool = False
 
     @property
     def uuid_hex(self) -> str:
@@ -156,6 +158,7 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         features = _features(inst, handle)
     # matmul_coop.comp and matmul_int_coop.comp are written for 32-wide subgroups (4 per workgroup)
     matrix_tiles = _matrix_tiles(inst, handle, features) if v13 and p11.subgroupSize == 32 else frozenset()
+    extensions = {str(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(handle, None)}
     lim = p.limits
     limits = Limits(
         max_storage_buffer_range=int(lim.maxStorageBufferRange),
@@ -203,6 +206,7 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         features=features,
         nan_preserve=nan_preserve,
         matrix_tiles=matrix_tiles,
+        reports_pipelines=statistics.EXTENSION in extensions,
     )
 
 
@@ -343,7 +347,9 @@ def _match(devices: list[PhysicalDevice], selector: str | int) -> list[PhysicalD
 class Device:
     """The logical device: one compute queue, the enabled features, and the submission lock."""
 
-    def __init__(self, inst: Instance, pd: PhysicalDevice) -> None:
+    def __init__(self, inst: Instance, pd: PhysicalDevice, *, pipeline_statistics: bool = False) -> None:
+        """``pipeline_statistics``: have the driver keep what it compiled each pipeline into, where it can
+        (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does."""
         vk = inst.vk
         self.instance = inst
         self.vk = vk
@@ -373,6 +379,16 @@ class Device:
             )
             coop.cooperativeMatrix = 1
             extensions.append(COOPERATIVE_MATRIX)
+        self.pipeline_statistics = pipeline_statistics and pd.reports_pipelines
+        if self.pipeline_statistics:
+            wanted = _new(
+                self.ffi,
+                "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+                structs["_keep"],
+            )
+            wanted.pipelineExecutableInfo = 1
+            extensions.append(statistics.EXTENSION)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

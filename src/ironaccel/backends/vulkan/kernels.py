@@ -16,8 +16,8 @@ import threading
 from importlib import resources
 from typing import Any
 
-from ...core.errors import InternalError
-from . import binding
+from ...core.errors import InternalError, Unsupported
+from . import binding, statistics
 from .device import Device
 
 PUSH_BYTES = 128
@@ -126,11 +126,24 @@ class Kernels:
             pName="main",
             pSpecializationInfo=specialization,
         )
-        info = vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)
+        flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if self.device.pipeline_statistics else 0
+        info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage, layout=layout)
         handles = binding.call(
             vk.vkCreateComputePipelines, self.device.handle, None, 1, [info], None, what=f"pipeline {shader}{spec}"
         )
         return Pipeline(handles[0], layout, set_layout, bindings)
+
+    def statistics(self) -> dict[str, list[statistics.Executable]]:
+        """What the driver compiled each pipeline made so far into, keyed ``shader(spec, ...)``. Raises
+        Unsupported unless the device was opened with ``pipeline_statistics`` and its driver can report."""
+        if not self.device.pipeline_statistics:
+            why = "it was opened without pipeline_statistics"
+            if not self.device.physical.reports_pipelines:
+                why = f"its driver lacks {statistics.EXTENSION}"
+            raise Unsupported(f"{self.device.physical.name} does not report pipeline statistics: {why}")
+        with self._lock:
+            made = list(self._pipelines.items())
+        return {f"{shader}{spec}": statistics.read(self.vk, self.device.handle, p.handle) for (shader, spec), p in made}
 
     def destroy(self) -> None:
         vk, dev = self.vk, self.device.handle
