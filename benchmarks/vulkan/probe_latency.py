@@ -6,8 +6,8 @@ name the costs: the runtime contract (``acc.submit`` then ``poll_event``), prepa
 launcher decides, and with its host-word mark forced on and off), the backend's own recording
 submitted straight through the `vulkan` package (with and without a fence reset, by vkQueueSubmit and
 vkQueueSubmit2), an empty command buffer, a timeline semaphore instead of a fence, completion seen as a
-flag the device writes into host memory, and the same loops in C (built here with the CPU backend's
-compiler, when there is one).
+flag the device writes into host memory, the recording without its first or last global barrier, and
+the same loops in C (built here with the CPU backend's compiler, when there is one).
 
     python3 benchmarks/vulkan/probe_latency.py --device nvidia [--count 2000]
 
@@ -115,6 +115,38 @@ def native_library() -> Any:
         print("no C compiler:", toolchain.unavailable_reason())
         return None
     return ctypes.CDLL(str(toolchain.build(_C_SOURCE, tools, libraries=())))
+
+
+def barrier_free(program: Any, ranges: Any, command_pool: Any, skip: set[int]) -> Any:
+    """The program's direct recording for ``ranges`` with the global barriers at positions ``skip``
+    (0: the first, -1: the last) left out."""
+    calls: list[tuple[Any, ...]] = []
+    original = commands.global_barrier
+
+    def count(*args: Any) -> None:  # first pass: how many barriers the recording has
+        calls.append(args)
+
+    commands.global_barrier = count
+    try:
+        counted = program.direct.record_apart(ranges, command_pool)
+    finally:
+        commands.global_barrier = original
+    total = len(calls)
+    vk = program.vk
+    if counted.descriptor_pool is not None:
+        vk.vkDestroyDescriptorPool(program.device.handle, counted.descriptor_pool, None)
+    dropped = {i % total for i in skip}
+    seen = iter(range(total))
+
+    def some(*args: Any) -> None:
+        if next(seen) not in dropped:
+            original(*args)
+
+    commands.global_barrier = some
+    try:
+        return program.direct.record_apart(ranges, command_pool)
+    finally:
+        commands.global_barrier = original
 
 
 def main() -> None:
@@ -271,6 +303,26 @@ def main() -> None:
 
     rows.append(("raw: timeline semaphore + counter poll", timed(args.count, timeline)))
 
+    # -- what the recording's two global barriers cost: the same recording without one or both ----------
+    # (wrong in general, since they order the program after earlier submissions and its results before
+    # the host; each sample here waits for the last, so nothing is read or written early)
+    with acc._lock:
+        ranges = acc._work(dev.queue, loaded.exe.program, loaded.bindings)[2]
+    own_pool = binding.call(
+        vk.vkCreateCommandPool,
+        vdev,
+        vk.VkCommandPoolCreateInfo(queueFamilyIndex=native.device.queue_family),
+        None,
+        what="vkCreateCommandPool",
+    )
+    stripped_pools = []
+    for label, skip in (("the first barrier", {0}), ("the last barrier", {-1}), ("both barriers", {0, -1})):
+        made = barrier_free(program, ranges, own_pool, skip)
+        stripped_pools.append(made.descriptor_pool)
+        info_tl.pCommandBufferInfos = made.submit_info.pCommandBufferInfos
+        rows.append((f"  raw: timeline, without {label}", timed(args.count, timeline)))
+    info_tl.pCommandBufferInfos = info2.pCommandBufferInfos
+
     # -- completion as a flag the device writes into host memory ----------------------------------------
     flag = native.memory.allocate(256, MemoryDomain.HOST)
     flag_view = np.frombuffer(flag.mapping, np.uint32)
@@ -349,6 +401,10 @@ def main() -> None:
 
     binding.check(lib.vkDeviceWaitIdle(vdev), "vkDeviceWaitIdle")
     native.memory.free(flag)
+    for descriptor_pool in stripped_pools:
+        if descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(vdev, descriptor_pool, None)
+    vk.vkDestroyCommandPool(vdev, own_pool, None)
     vk.vkDestroySemaphore(vdev, sem, None)
     vk.vkDestroyCommandPool(vdev, pool, None)
     vk.vkDestroyFence(vdev, fence, None)
