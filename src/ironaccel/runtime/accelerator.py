@@ -50,10 +50,16 @@ from .types import (
     Binding,
     BufferDesc,
     BufferInfo,
+    BufferUsage,
     DeviceInfo,
     Quota,
     usage_allows,
 )
+
+# Plain ints for the transfer checks: flag-enum arithmetic costs microseconds, and a small call writes
+# and reads a buffer each time.
+_TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
+_TRANSFER_DESTINATION = int(BufferUsage.TRANSFER_DESTINATION)
 
 
 @dataclasses.dataclass
@@ -326,14 +332,16 @@ class Accelerator:
             self._add(_Record(buf, native, ctx, bytes=max(binfo.allocation_bytes, desc.size), desc=desc))
             return buf
 
-    def _transfer_range(self, buf: Buffer, offset: int, length: int, need: Any) -> _Record:
+    def _transfer_range(self, buf: Buffer, offset: int, length: int, need: int) -> _Record:
+        """``buf``'s record, once ``offset`` and ``length`` lie inside it and its usage has ``need`` (the
+        int of TRANSFER_SOURCE or TRANSFER_DESTINATION); a destination must not be bound to running work."""
         rec = self._record(buf, Buffer)
         desc: BufferDesc = rec.desc
-        if not desc.usage & need:
-            raise PermissionDenied(f"{buf!r} was not allocated with {need.name}")
+        if not int(desc.usage) & need:
+            raise PermissionDenied(f"{buf!r} was not allocated with {BufferUsage(need).name}")
         if not isinstance(offset, int) or offset < 0 or length < 0 or offset + length > desc.size:
             raise OutOfBounds(f"range [{offset}, {offset}+{length}) outside {buf!r} of {desc.size} bytes")
-        if need.name == "TRANSFER_DESTINATION" and (rec.pins or any(not h.idle() for h in rec.holders)):
+        if need == _TRANSFER_DESTINATION and (rec.pins or any(not h.idle() for h in rec.holders)):
             raise Busy(f"{buf!r} is bound to pending work")
         return rec
 
@@ -346,23 +354,19 @@ class Accelerator:
     def write_buffer(self, buf: Buffer, offset: int, data: Any) -> None:
         """Copies: the one host-to-buffer copy point. Failure: the range may be partly written.
         Blocking: the copy runs outside the lock, in parallel with other calls."""
-        from .types import BufferUsage
-
         view = memoryview(data).cast("B")
         with self._lock:
             self._check_alive()
-            rec = self._transfer_range(buf, offset, view.nbytes, BufferUsage.TRANSFER_DESTINATION)
+            rec = self._transfer_range(buf, offset, view.nbytes, _TRANSFER_DESTINATION)
         self._guard(self._write, rec.native, offset, view)
 
     def read_buffer(self, buf: Buffer, offset: int, length: int, out: Any = None) -> Any:
         """Copies: the one buffer-to-host copy point. Returns a new bytearray of ``length`` bytes, or
         fills ``out`` (any writable buffer of exactly ``length`` bytes, e.g. a numpy array the caller
         keeps) and returns it. The range is checked before anything is allocated."""
-        from .types import BufferUsage
-
         with self._lock:
             self._check_alive()
-            rec = self._transfer_range(buf, offset, length, BufferUsage.TRANSFER_SOURCE)
+            rec = self._transfer_range(buf, offset, length, _TRANSFER_SOURCE)
         if out is None:
             out = bytearray(length)
             view = memoryview(out)
