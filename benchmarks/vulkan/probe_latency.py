@@ -308,16 +308,9 @@ def main() -> None:
     # the host; each sample here waits for the last, so nothing is read or written early)
     with acc._lock:
         ranges = acc._work(dev.queue, loaded.exe.program, loaded.bindings)[2]
-    own_pool = binding.call(
-        vk.vkCreateCommandPool,
-        vdev,
-        vk.VkCommandPoolCreateInfo(queueFamilyIndex=native.device.queue_family),
-        None,
-        what="vkCreateCommandPool",
-    )
     stripped_pools = []
     for label, skip in (("the first barrier", {0}), ("the last barrier", {-1}), ("both barriers", {0, -1})):
-        made = barrier_free(program, ranges, own_pool, skip)
+        made = barrier_free(program, ranges, pool, skip)
         stripped_pools.append(made.descriptor_pool)
         info_tl.pCommandBufferInfos = made.submit_info.pCommandBufferInfos
         rows.append((f"  raw: timeline, without {label}", timed(args.count, timeline)))
@@ -404,7 +397,6 @@ def main() -> None:
     for descriptor_pool in stripped_pools:
         if descriptor_pool is not None:
             vk.vkDestroyDescriptorPool(vdev, descriptor_pool, None)
-    vk.vkDestroyCommandPool(vdev, own_pool, None)
     vk.vkDestroySemaphore(vdev, sem, None)
     vk.vkDestroyCommandPool(vdev, pool, None)
     vk.vkDestroyFence(vdev, fence, None)

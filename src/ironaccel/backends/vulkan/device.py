@@ -369,26 +369,30 @@ class Device:
                 setattr(structs[s], field, 1)
                 self.enabled.add(field)
         self.matrix_tiles = pd.matrix_tiles
-        extensions = []
-        if pd.matrix_tiles:  # _matrix_tiles checked the extension, its feature and _MATRIX_NEEDS
-            coop = _new(
-                self.ffi,
+        self.pipeline_statistics = pipeline_statistics and pd.reports_pipelines
+        # (wanted, extension, its feature struct, the structure type, the feature's field)
+        optional = (
+            # _matrix_tiles checked the extension, its feature and _MATRIX_NEEDS
+            (
+                bool(pd.matrix_tiles),
+                COOPERATIVE_MATRIX,
                 "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
-                structs["_keep"],
-            )
-            coop.cooperativeMatrix = 1
-            extensions.append(COOPERATIVE_MATRIX)
-        self.pipeline_statistics = pipeline_statistics and pd.reports_pipelines
-        if self.pipeline_statistics:
-            wanted = _new(
-                self.ffi,
+                "cooperativeMatrix",
+            ),
+            (
+                self.pipeline_statistics,
+                statistics.EXTENSION,
                 "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-                structs["_keep"],
-            )
-            wanted.pipelineExecutableInfo = 1
-            extensions.append(statistics.EXTENSION)
+                "pipelineExecutableInfo",
+            ),
+        )
+        extensions = []
+        for wanted, extension, ctype, stype, field in optional:
+            if wanted:
+                setattr(_new(self.ffi, ctype, stype, structs["_keep"]), field, 1)
+                extensions.append(extension)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

@@ -36,40 +36,42 @@ def read(vk: Any, device: Any, pipeline: Any) -> list[Executable]:
     """The executables of ``pipeline`` (created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR on a
     device with the extension enabled) and their statistics."""
     ffi = vk.ffi
-    properties_fn = _function(vk, device, _PROPERTIES)
-    statistics_fn = _function(vk, device, _STATISTICS)
+    text = lambda chars: ffi.string(chars).decode("utf-8", "replace")  # noqa: E731
     info = ffi.new("VkPipelineInfoKHR *")
     info.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR
     info.pipeline = pipeline
-    count = ffi.new("uint32_t *")
-    binding.check(properties_fn(device, info, count, ffi.NULL), _PROPERTIES)
-    props = ffi.new("VkPipelineExecutablePropertiesKHR[]", count[0])
-    for i in range(count[0]):
-        props[i].sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR
-    binding.check(properties_fn(device, info, count, props), _PROPERTIES)
+    props, count = _listed(vk, device, _PROPERTIES, info, "VkPipelineExecutablePropertiesKHR", "PROPERTIES")
     found = []
-    for index in range(count[0]):
+    for index in range(count):
+        p = props[index]
         which = ffi.new("VkPipelineExecutableInfoKHR *")
         which.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR
         which.pipeline = pipeline
         which.executableIndex = index
-        n = ffi.new("uint32_t *")
-        binding.check(statistics_fn(device, which, n, ffi.NULL), _STATISTICS)
-        stats = ffi.new("VkPipelineExecutableStatisticKHR[]", n[0])
-        for i in range(n[0]):
-            stats[i].sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR
-        binding.check(statistics_fn(device, which, n, stats), _STATISTICS)
-        values = {ffi.string(stats[i].name).decode("utf-8", "replace"): _value(vk, stats[i]) for i in range(n[0])}
-        p = props[index]
+        stats, n = _listed(vk, device, _STATISTICS, which, "VkPipelineExecutableStatisticKHR", "STATISTIC")
         found.append(
             Executable(
-                name=ffi.string(p.name).decode("utf-8", "replace"),
-                description=ffi.string(p.description).decode("utf-8", "replace"),
+                name=text(p.name),
+                description=text(p.description),
                 subgroup_size=int(p.subgroupSize),
-                statistics=values,
+                statistics={text(stats[i].name): _value(vk, stats[i]) for i in range(n)},
             )
         )
     return found
+
+
+def _listed(vk: Any, device: Any, name: str, info: Any, ctype: str, kind: str) -> tuple[Any, int]:
+    """The structs the query ``name`` lists for ``info`` (asked twice: how many, then them), each with
+    its sType (VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_<kind>_KHR) set first, as the call requires."""
+    ffi = vk.ffi
+    fn = _function(vk, device, name)
+    count = ffi.new("uint32_t *")
+    binding.check(fn(device, info, count, ffi.NULL), name)
+    items = ffi.new(f"{ctype}[]", count[0])
+    for i in range(count[0]):
+        items[i].sType = getattr(vk, f"VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_{kind}_KHR")
+    binding.check(fn(device, info, count, items), name)
+    return items, count[0]  # the owner: its items are read while the caller holds it
 
 
 def _value(vk: Any, stat: Any) -> bool | int | float:
