@@ -91,21 +91,26 @@ class Loaded:
             self.acc.destroy_event(event)
         return statistics.median(samples) * 1e6
 
-    def prepared_latency_us(self, count: int) -> float:
+    def prepared_latency_us(self, count: int) -> tuple[float, float | None]:
         """Median launch -> complete of a prepared submission (checked once): ``launch`` then ``wait_launch``
-        (which watches the device's completion word before it blocks)."""
+        (which watches the semaphore, and the device's completion word while launches are marked, before it
+        blocks); and the fraction of the timed launches that were marked (None where the backend has no
+        Vulkan launcher)."""
         prepared = self.acc.prepare(self.dev.queue, self.exe.program, self.bindings)
         try:
             for _ in range(50):
                 self.acc.wait_launch(prepared, self.acc.launch(prepared))
+            launcher = self.acc._record(prepared, type(prepared)).native
+            marked_before = getattr(launcher, "marked_launches", None)
             samples = []
             for _ in range(count):
                 start = time.perf_counter()
                 self.acc.wait_launch(prepared, self.acc.launch(prepared))
                 samples.append(time.perf_counter() - start)
+            marked = None if marked_before is None else (launcher.marked_launches - marked_before) / count
         finally:
             self.acc.release_prepared(prepared)
-        return statistics.median(samples) * 1e6
+        return statistics.median(samples) * 1e6, marked
 
     def finish(self, event: Any) -> None:
         self.acc.wait(event, None)
@@ -272,7 +277,7 @@ def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
         for _ in range(50):
             loaded.finish(loaded.submit())
         median = loaded.latency_us(count)
-        prepared = loaded.prepared_latency_us(count)
+        prepared, marked = loaded.prepared_latency_us(count)
         exe = loaded.exe
         user = []
         value = np.ones(256, np.float32)
@@ -286,6 +291,7 @@ def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
         "ops": ops,
         "median_us": median,
         "prepared_median_us": prepared,
+        "prepared_marked": marked,
         "user_api_median_us": statistics.median(user) * 1e6,
     }
 
@@ -432,9 +438,11 @@ def table(results: dict[str, Any]) -> str:
             f"(user API call {r['user_api_median_us']:.1f} us) | | | {target} | {_verdict(r['median_us'], one)} |"
         )
         if "prepared_median_us" in r:
+            marked = r.get("prepared_marked")
+            note = "" if marked is None else f" ({100 * marked:.0f}% of launches marked)"
             lines.append(
-                f"| launch->complete, {r['ops']}-operator program, prepared | {r['prepared_median_us']:.1f} us median "
-                f"| | | {target} | {_verdict(r['prepared_median_us'], one)} |"
+                f"| launch->complete, {r['ops']}-operator program, prepared | {r['prepared_median_us']:.1f} us median"
+                f"{note} | | | {target} | {_verdict(r['prepared_median_us'], one)} |"
             )
     for r in results.get("models", []):
         lines.append(_model_line(r))

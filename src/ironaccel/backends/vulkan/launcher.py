@@ -71,6 +71,7 @@ class Launcher:
         self.reached_value = 0  # the last ticket seen finished (by the word or the counter)
         self.counted = 0  # the counter's value at its last read
         self.last_marked = 0  # the newest marked ticket
+        self.marked_launches = 0  # how many launches were marked (a benchmark reports it)
         self.marking = True  # mark launches: until a marked run is seen, nothing says the counter is first
         self.pinned: bool | None = None  # marking fixed by pin_marking (a benchmark's comparison)
         self.probe_every: float = PROBE_EVERY
@@ -154,6 +155,7 @@ class Launcher:
             self.issued = ticket
             if marked:
                 self.last_marked = ticket
+                self.marked_launches += 1
             return ticket
 
     def reached(self, ticket: int) -> bool:
