@@ -40,9 +40,13 @@ lint: venv
 # caches the suite took 1772 s this way against 2149 s serially (with fewer tests); what remains is
 # mostly the conformance-suite generations, which a worker waits on.
 TEST_WORKERS ?= auto
+# The Khronos validation layer, with its synchronization validation (every barrier the recordings place is
+# checked for read/write hazards); the tests fail on any message it reports.
+VK_VALIDATION = VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation \
+	VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
 
 test: system-deps venv tosa-tools lint
-	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(PY) -m pytest -q -m "not gpu and not slow" -n $(TEST_WORKERS) \
+	$(VK_VALIDATION) $(PY) -m pytest -q -m "not gpu and not slow" -n $(TEST_WORKERS) \
 		--durations=25
 
 demo: system-deps venv
@@ -64,14 +68,14 @@ conformance: venv tosa-tools
 # integer tier advertises, on lavapipe under the validation layer; report in conformance-report/vulkan-int/
 .PHONY: conformance-vulkan-int
 conformance-vulkan-int: venv tosa-tools
-	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
+	$(VK_VALIDATION) $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
 		--profile pro-int --cache .cache/cts --report conformance-report/vulkan-int
 
 # make conformance-vulkan-float - every PRO-FP test with the BF16 and FP8 extensions that the Vulkan float
 # tiers advertise, on lavapipe under the validation layer; report in conformance-report/vulkan-float/
 .PHONY: conformance-vulkan-float
 conformance-vulkan-float: venv tosa-tools
-	VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
+	$(VK_VALIDATION) $(VENV)/bin/ironaccel conformance --device $${DEVICE:-vulkan:lavapipe} \
 		--profile pro-fp --extension bf16 --extension fp8e4m3 --extension fp8e5m2 --cache .cache/cts \
 		--report conformance-report/vulkan-float
 

@@ -19,7 +19,7 @@ import pytest
 
 import ironaccel
 from ironaccel.backends import vulkan
-from ironaccel.backends.vulkan import binding, device, instance
+from ironaccel.backends.vulkan import binding, commands, device, instance
 from ironaccel.backends.vulkan import plan as planning
 from ironaccel.backends.vulkan.capability import ALL_OPERATORS
 from ironaccel.backends.vulkan.ops import LOWERINGS
@@ -413,8 +413,9 @@ def test_barriers_only_where_a_step_depends_on_an_earlier_one():
     p = _plan(lambda b, x, y: (b.add(b.exp(x), b.log(y)), x, y), [(64,), (64,)])
     assert [s.shader for s in p.steps] == ["unary", "unary", "binary"]
     assert p.barriers[:2] == [None, None] and p.barriers[2] is not None
-    written = {(s.writes[0].offset, s.writes[0].size) for s in p.steps[:2]}
-    assert p.barriers[2].ranges == planning._merged(sorted(written)) and not p.barriers[2].execution_only
+    # it makes both results visible, and names the inputs the two read as well (every range accessed)
+    touched = {(place.offset, place.size) for s in p.steps[:2] for place in (*s.reads, *s.writes)}
+    assert p.barriers[2].ranges == planning._merged(sorted(touched)) and not p.barriers[2].execution_only
 
 
 def test_reusing_a_dead_tensors_bytes_waits_for_its_reader():
@@ -431,14 +432,28 @@ def test_write_after_read_gets_an_execution_dependency():
     ]
     barriers = planning.place_barriers(steps)
     assert barriers[0] is None and barriers[1] is not None
-    # The first step's write is pending, so the barrier makes it visible (and orders the reuse).
-    assert barriers[1].ranges == ((256, 256),)
+    # The first step's write is pending, so the barrier makes it visible; it names the range read
+    # before the reuse too (everything accessed since the last barrier).
+    assert barriers[1].ranges == ((0, 512),)
     # Nothing written yet, only read: the reuse needs an execution dependency alone.
     war = [
         Dispatch("unary", (), (Place("arena", 0, 256),), (Place("const", 0, 256),), b"", (1, 1, 1)),
         Copy(Place("arena", 512, 256), Place("arena", 0, 256)),
     ]
     assert planning.place_barriers(war)[1] == planning.Barrier(((0, 256),), execution_only=True)
+
+
+def test_barrier_ranges_cover_whole_words_and_every_access_since_the_last_barrier():
+    steps = [
+        Dispatch("cast", (), (Place("arena", 0, 140),), (Place("arena", 256, 35),), b"", (1, 1, 1)),
+        Dispatch("cast", (), (Place("arena", 512, 64),), (Place("arena", 768, 64),), b"", (1, 1, 1)),
+        # reads the 35 bytes the first step wrote, as 9 words, and writes over what it read
+        Dispatch("cast", (), (Place("arena", 256, 35),), (Place("arena", 0, 64),), b"", (1, 1, 1)),
+    ]
+    barriers = planning.place_barriers(steps)
+    assert barriers[:2] == [None, None]
+    # the first step's last word is written whole (36 bytes), and every read range is named
+    assert barriers[2] == planning.Barrier(((0, 140), (256, 36), (512, 64), (768, 64)))
 
 
 def test_views_and_folded_constants_move_no_data():
@@ -516,6 +531,37 @@ def test_the_messenger_records_validation_errors(opened):
     messages = instance.validation_messages()
     instance.clear_validation_messages()
     assert any(m.kind == "validation" and m.severity == "error" for m in messages), messages
+
+
+@needs_lavapipe
+def test_synchronization_validation_reports_a_missing_barrier(opened):
+    """Proof that the barriers are checked: a copy reading what a fill wrote, with no barrier between
+    them, is reported as a hazard when synchronization validation is on (make test turns it on)."""
+    if "SYNCHRONIZATION_VALIDATION" not in os.environ.get("VK_LAYER_ENABLES", ""):
+        pytest.skip("VK_LAYER_ENABLES does not enable synchronization validation (make test sets it)")
+    acc = opened()
+    native = acc._native
+    vk, dev = native.device.vk, native.device.handle
+    a = native.memory.allocate(256, MemoryDomain.HOST)
+    b = native.memory.allocate(256, MemoryDomain.HOST)
+    info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=native.device.queue_family)
+    pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
+    try:
+        alloc = vk.VkCommandBufferAllocateInfo(
+            commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
+        )
+        cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
+        commands.begin(vk, cb, 0)
+        vk.lib.vkCmdFillBuffer(cb, a.buffer, 0, 256, 7)
+        commands.copy(vk, cb, a.buffer, 0, b.buffer, 0, 256)  # reads what the fill wrote: no barrier
+        commands.end(vk, cb)
+    finally:
+        vk.vkDestroyCommandPool(dev, pool, None)
+        native.memory.free(a)
+        native.memory.free(b)
+    messages = instance.validation_messages()
+    instance.clear_validation_messages()
+    assert any("SYNC-HAZARD-READ-AFTER-WRITE" in m.id_name for m in messages), messages
 
 
 @needs_lavapipe

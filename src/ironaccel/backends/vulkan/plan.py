@@ -17,7 +17,11 @@ buffers, descriptor sets and the one prerecorded command buffer.
   barrier (read after write), or a range it writes was read or written since then (write after read /
   write). A barrier makes every pending write visible (buffer memory barriers over those ranges of the
   arena), so after it nothing is pending; a write-after-read alone gets an execution dependency.
-  Constants are never written after upload and need none.
+  Ranges are counted in whole 32-bit words, as the kernels write them, and a barrier names every range
+  accessed since the last one, read ranges included. The execution dependency of a buffer barrier is
+  not limited to its range, so the reads would be ordered anyway; but Khronos' synchronization
+  validation models it per range, and the tests run with it (``make test``). Constants are never
+  written after upload and need none.
 """
 
 from __future__ import annotations
@@ -219,6 +223,12 @@ def build(
     return plan
 
 
+def _words(place: Place) -> tuple[int, int]:
+    """A place's bytes as the kernels touch them: whole 32-bit words, as its descriptor range binds them
+    (:meth:`.program.LoadedProgram.resolve`; every buffer is padded to allow it)."""
+    return place.offset, max(4, -(-place.size // 4) * 4)
+
+
 def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, size: int) -> bool:
     return any(o < offset + size and offset < o + s for o, s in ranges)
 
@@ -239,15 +249,17 @@ def place_barriers(steps: Sequence[Step]) -> list[Barrier | None]:
     written: list[tuple[int, int]] = []  # arena ranges written since the last barrier
     read: list[tuple[int, int]] = []
     for step in steps:
-        reads = [(p.offset, p.size) for p in step.reads if p.buffer == "arena" and p.size]
-        writes = [(p.offset, p.size) for p in step.writes if p.buffer == "arena" and p.size]
+        reads = [_words(p) for p in step.reads if p.buffer == "arena" and p.size]
+        writes = [_words(p) for p in step.writes if p.buffer == "arena" and p.size]
         raw_waw = any(_overlaps(written, o, s) for o, s in (*reads, *writes))
         war = [(o, s) for o, s in writes if _overlaps(read, o, s)]
         if raw_waw or war:
+            # Every range accessed since the last barrier: the pending writes, made visible, and the reads,
+            # ordered before whatever touches their bytes next.
             if written:
-                barriers.append(Barrier(_merged(written)))
+                barriers.append(Barrier(_merged([*written, *read])))
             else:
-                barriers.append(Barrier(_merged(war), execution_only=True))
+                barriers.append(Barrier(_merged(read), execution_only=True))
             written, read = [], []
         else:
             barriers.append(None)
