@@ -50,6 +50,9 @@ CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
 MARKS = 2 * IN_FLIGHT  # ticket slots, one per mark command buffer: a slot is rewritten only after its run ended
 PROBE_EVERY = 64  # while launches go unmarked, one in this many is marked, to see whether the word is first again
 _WORD = 0xFFFFFFFF  # the word holds a ticket modulo 2^32 (unambiguous: see _shown)
+# Marked launches come at most this far apart even with marking pinned off: IN_FLIGHT + 1 such gaps stay
+# below 2^32, which keeps the word unambiguous (_shown).
+_MARK_AT_LEAST = 1 << 25
 _SLOT0 = 16  # the slots' first 32-bit index in the mark allocation: the word has 64 bytes to itself
 _NS = 1_000_000_000
 
@@ -74,7 +77,7 @@ class Launcher:
         self.marked_launches = 0  # how many launches were marked (a benchmark reports it)
         self.marking = True  # mark launches: until a marked run is seen, nothing says the counter is first
         self.pinned: bool | None = None  # marking fixed by pin_marking (a benchmark's comparison)
-        self.probe_every: float = PROBE_EVERY
+        self.probe_every = PROBE_EVERY
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
         self.semaphore: Any = None
@@ -191,8 +194,8 @@ class Launcher:
     def _shown(self) -> int:
         """The ticket the word shows finished: the newest marked ticket not above ``last_marked`` that is
         congruent to the word modulo 2^32. Marked tickets after the word's one are still running (at most
-        IN_FLIGHT) and come at most ``probe_every`` apart, so that ticket is the word's own. ``last_marked``
-        is read first: a word newer than it gives a negative value, an under-count."""
+        IN_FLIGHT) and come at most ``probe_every`` (<= _MARK_AT_LEAST) apart, so that ticket is the word's
+        own. ``last_marked`` is read first: a word newer than it gives a negative value, an under-count."""
         marked = self.last_marked
         return marked - ((marked - self.words[0]) & _WORD)
 
@@ -218,13 +221,13 @@ class Launcher:
         return value
 
     def pin_marking(self, marking: bool | None) -> None:
-        """Mark every launch (True), none (False), or decide from what is seen first (None, the default).
-        For comparing the two routes on a device; the word still cannot be misread, since a pinned launcher
-        either marks every launch or never writes the word."""
+        """Mark every launch (True), none (False: in fact one in _MARK_AT_LEAST, so that the word stays
+        unambiguous), or decide from what is seen first (None, the default). For comparing the two routes
+        on a device."""
         with self.lock:
             self.pinned = marking
             self.marking = True if marking is None else marking
-            self.probe_every = PROBE_EVERY if marking is None else float("inf")
+            self.probe_every = PROBE_EVERY if marking is None else _MARK_AT_LEAST
 
     def wait(self, ticket: int, timeout: float | None) -> bool:
         with self.lock:
