@@ -241,3 +241,40 @@ def test_a_wait_in_progress_when_the_accelerator_closes_ends_cleanly():
     assert not thread.is_alive()
     assert outcome and (outcome[0] == "finished" or isinstance(outcome[0], DeviceLost)), outcome
     own.release_prepared(s.prepared)
+
+
+def test_a_launch_after_a_direct_recording_leaves_its_first_barrier_out(acc):
+    """The queue's tail decides: after a direct recording's last barrier (a launch of this or another
+    prepared submission) the next launch goes without its first barrier; after anything else (a
+    submission through the ring) with it. Outputs are right either way."""
+    n = 64
+    one = Bound(acc, add_artifact(n), [4 * n] * 3)
+    two = Bound(acc, add_artifact(n), [4 * n] * 3)
+    assert one.launcher.route == two.launcher.route == "direct"
+    x = np.arange(n, dtype=np.float32)
+    for s in (one, two):
+        s.write(0, x)
+        s.write(1, 2 * x)
+
+    def run(s: Bound) -> None:
+        acc.wait_launch(s.prepared, acc.launch(s.prepared), 60)
+        np.testing.assert_array_equal(s.read(2), 3 * x)
+
+    acc._native.device.ordered_tail = False  # whatever ran before this test
+    run(one)
+    assert one.launcher.bare_launches == 0  # the first launch orders itself
+    run(one)
+    run(two)  # another prepared submission's tail orders it too
+    run(one)
+    assert (one.launcher.bare_launches, two.launcher.bare_launches) == (2, 1)
+    event = acc.submit(one.queue, one.program, [Binding(i, b, 0, 4 * n) for i, b in enumerate(one.buffers)])
+    acc.wait(event, 60)
+    acc.destroy_event(event)
+    run(one)  # after a submission through the ring: with the barrier
+    assert one.launcher.bare_launches == 2
+    tickets = [acc.launch(one.prepared) for _ in range(5)]  # back to back, still running: ordered all the same
+    acc.wait_launch(one.prepared, tickets[-1], 60)
+    assert one.launcher.bare_launches == 7
+    np.testing.assert_array_equal(one.read(2), 3 * x)
+    one.close()
+    two.close()

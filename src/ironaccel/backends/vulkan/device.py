@@ -357,6 +357,11 @@ class Device:
         self.physical = pd
         self.limits: Limits = pd.limits  # type: ignore[assignment]
         self.submit_lock = threading.Lock()
+        # Whether the queue's last submission ends with a direct recording's last barrier, which orders
+        # every later command after its work and makes its writes visible to them (.recording). Set by
+        # each submitter under submit_lock; a launch that follows such a submission leaves out its own
+        # first barrier (.launcher).
+        self.ordered_tail = False
         family = pd.compute_family
         assert family is not None  # shortfall() checked it
         self.queue_family = family

@@ -139,17 +139,23 @@ class DirectRecordings:
 
         return resolve
 
-    def record_apart(self, ranges: Sequence[BoundRange], command_pool: Any) -> Recording | None:
+    def record_apart(
+        self, ranges: Sequence[BoundRange], command_pool: Any, leading_barrier: bool = True
+    ) -> Recording | None:
         """A recording for ``ranges`` from the caller's ``command_pool``, kept out of the cache (a prepared
         submission owns it and frees it with its pool; its descriptor pool too); None where the copying path
-        must run."""
+        must run. ``leading_barrier``: see :func:`.recording.record_graph`."""
         mapping = self._mapping(ranges) if self.usable else None
         if mapping is None:
             return None
-        return self._record((), self._resolver(mapping), command_pool)
+        return self._record((), self._resolver(mapping), command_pool, leading_barrier)
 
     def _record(
-        self, key: tuple, resolve: Callable[[Place], tuple[Any, int, int]], command_pool: Any = None
+        self,
+        key: tuple,
+        resolve: Callable[[Place], tuple[Any, int, int]],
+        command_pool: Any = None,
+        leading_barrier: bool = True,
     ) -> Recording:
         program = self.program
         vk, dev = program.vk, program.device.handle
@@ -166,7 +172,7 @@ class DirectRecordings:
             )
             cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
             try:
-                record_graph(vk, cb, program.plan, program.pipelines, sets, resolve, None)
+                record_graph(vk, cb, program.plan, program.pipelines, sets, resolve, None, leading_barrier)
             except BaseException:
                 vk.vkFreeCommandBuffers(dev, command_pool, 1, [cb])
                 raise

@@ -24,7 +24,10 @@ has left the device: ``wait_launch`` blocks on it, and a release waits for it (m
 word) before freeing.
 
 Launches go to the device's one queue, whose recordings begin with a barrier on everything earlier, so
-they run one after another and in order with every other submission (ADR 0016, ADR 0017).
+they run one after another and in order with every other submission (ADR 0016, ADR 0017). A direct
+recording also ends with a barrier that orders everything after it; when the queue's last submission
+ended that way (``Device.ordered_tail``), a launch submits a second recording without the first barrier,
+which would order nothing more.
 """
 
 from __future__ import annotations
@@ -78,10 +81,11 @@ class Launcher:
         self.marking = True  # mark launches: until a marked run is seen, nothing says the counter is first
         self.pinned: bool | None = None  # marking fixed by pin_marking (a benchmark's comparison)
         self.probe_every = PROBE_EVERY
+        self.bare_launches = 0  # launches submitted without the recording's first barrier (see launch)
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
         self.semaphore: Any = None
-        self.descriptor_pool: Any = None
+        self.descriptor_pools: list[Any] = []
         self.mark: Any = None  # host memory: the word a marked launch's ticket is copied into, then the slots
         self.words: Any = None
         ffi, dev = vk.ffi, device.handle
@@ -90,9 +94,13 @@ class Launcher:
             self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
             recording = program.direct.record_apart(ranges, self.command_pool) if program.direct else None
             if recording is not None:
-                self.descriptor_pool = recording.descriptor_pool
+                self.descriptor_pools.append(recording.descriptor_pool)
+                assert program.direct is not None
+                bare = program.direct.record_apart(ranges, self.command_pool, leading_barrier=False)
+                assert bare is not None  # the same ranges as the recording above
+                self.descriptor_pools.append(bare.descriptor_pool)
                 self.route = "direct"
-                buffers = [recording.cb]
+                buffers, bare_buffers = [recording.cb], [bare.cb]
             else:
                 alloc = vk.VkCommandBufferAllocateInfo(
                     commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=2
@@ -102,7 +110,7 @@ class Launcher:
                 reuse = vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
                 record_copies(vk, copy_in, copy_out, program, ranges, reuse)
                 self.route = "copies"
-                buffers = [copy_in, program.cb, copy_out]
+                buffers = bare_buffers = [copy_in, program.cb, copy_out]
             self.mark = memory.allocate(4 * (_SLOT0 + MARKS), MemoryDomain.HOST)
             self.words = ffi.from_buffer("uint32_t[]", self.mark.mapping)
             self.words[0] = 0  # ticket 0: nothing launched
@@ -123,8 +131,15 @@ class Launcher:
         self.signal.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
         self.signal.semaphore = self.semaphore
         self.signal.stageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
-        self.infos = [self._signalling(commands.submit_info(vk, [*buffers, cb])) for cb in marks]
-        self.plain = self._signalling(commands.submit_info(vk, buffers))
+        # Submit infos per route: [0] with the recording's first barrier, [1] without it (for the copying
+        # route, whose copy-in begins with its own barrier, both are the same).
+        self.infos = [
+            [self._signalling(commands.submit_info(vk, [*b, cb])) for cb in marks] for b in (buffers, bare_buffers)
+        ]
+        self.plain = [self._signalling(commands.submit_info(vk, b)) for b in (buffers, bare_buffers)]
+        # What the queue's tail is after one of these launches: a direct recording's last barrier, then at
+        # most the mark's copy (which touches the launcher's own word only) ...
+        self.orders_tail = self.route == "direct"
         self.seen = ffi.new("uint64_t *")
         # Bound once: the hot path below makes no attribute lookups into the package.
         self._submit2 = vk.lib.vkQueueSubmit2
@@ -148,17 +163,23 @@ class Launcher:
             if marked:
                 slot = ticket % MARKS
                 self.words[_SLOT0 + slot] = ticket & _WORD  # visible to the copy: the submit orders host writes
-                info = self.infos[slot]
-            else:
-                info = self.plain
+            device = self.device
             with self._submit_lock:
+                # ... so a launch after such a tail needs no first barrier of its own: that last barrier
+                # already orders its work after everything earlier and makes earlier writes visible to it.
+                bare = self.orders_tail and device.ordered_tail
+                info = self.infos[bare][slot] if marked else self.plain[bare]
                 code = self._submit2(self._queue, 1, info, self._null)
+                if not code:
+                    device.ordered_tail = self.orders_tail
             if code:
                 raise binding.result_error(code, "vkQueueSubmit2")  # not accepted: the ticket is not used
             self.issued = ticket
             if marked:
                 self.last_marked = ticket
                 self.marked_launches += 1
+            if bare:
+                self.bare_launches += 1
             return ticket
 
     def reached(self, ticket: int) -> bool:
@@ -353,9 +374,10 @@ class Launcher:
         if self.command_pool is not None:
             vk.vkDestroyCommandPool(dev, self.command_pool, None)  # frees its command buffers
             self.command_pool = None
-        if self.descriptor_pool is not None:
-            vk.vkDestroyDescriptorPool(dev, self.descriptor_pool, None)
-            self.descriptor_pool = None
+        for pool in self.descriptor_pools:
+            if pool is not None:
+                vk.vkDestroyDescriptorPool(dev, pool, None)
+        self.descriptor_pools = []
 
 
 __all__ = ["IN_FLIGHT", "Launcher"]

@@ -66,6 +66,7 @@ def record_graph(
     sets: list[Any],
     resolve: Callable[[Place], tuple[Any, int, int]],
     arena: Any | None,
+    leading_barrier: bool = True,
 ) -> None:
     """Record the whole graph into ``cb`` (SIMULTANEOUS_USE).
 
@@ -73,7 +74,9 @@ def record_graph(
     the plan's barriers are buffer barriers on arena ranges. Without it, for a recording whose inputs
     and outputs are the caller's buffers (:mod:`.direct`): each plan barrier becomes a global one (the
     ranges may lie in any buffer), the first orders everything earlier on the queue before the kernels,
-    and the last makes the results visible to the host.
+    and the last makes the results visible to the host. ``leading_barrier=False`` leaves the first out,
+    for a submission that follows one ending with such a last barrier, which already orders it
+    (:mod:`.launcher`).
     """
     lib, ffi = vk.lib, vk.ffi
     compute, copy = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_2_COPY_BIT
@@ -88,7 +91,7 @@ def record_graph(
         commands.global_barrier(
             vk, cb, copy, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT, compute | copy, shader_rw | transfer_rw
         )
-    else:
+    elif leading_barrier:
         # Whatever ran before on the queue (another submission using these buffers) happens-before.
         commands.global_barrier(vk, cb, everything, vk.VK_ACCESS_2_MEMORY_WRITE_BIT, everything, memory_rw)
     bind_point = vk.VK_PIPELINE_BIND_POINT_COMPUTE

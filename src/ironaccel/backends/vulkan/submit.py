@@ -107,6 +107,7 @@ class Ring:
                 binding.check(vk.lib.vkResetFences(dev, 1, slot.fences), "vkResetFences")
             with self.device.submit_lock:
                 code = commands.submit(vk, self.device.queue, info, slot.fence)
+                self.device.ordered_tail = False
             slot.used = True
             if code != binding.VK_SUCCESS:
                 # Not accepted: the slot stays free (its unsignalled fence is reset on reuse) and the
