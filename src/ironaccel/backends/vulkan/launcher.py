@@ -13,10 +13,10 @@ A ticket's run has finished when the semaphore's counter has reached it (vkGetSe
 every poll while a read is cheap, at most every SEMAPHORE_EVERY_S while it is not) or when the word shows
 it or a later marked ticket, whichever is seen first. On the H200 the driver's report of a signal took
 18-64 us after the submit, from one machine session to the next, where the written word was seen after
-20 us in every session; in the fast sessions the counter came first, and the mark's own command buffer
-cost the device time the word could not win back (benchmarks/vulkan/NOTES.md v11, v12). So launches are
-marked while the word is the first to tell, and otherwise only every PROBE_EVERY launches, to notice when
-it would be again (``_look``).
+20-22 us in every session; in the fast sessions a submission without the mark was seen finished through
+the semaphore after 18-20 us (benchmarks/vulkan/NOTES.md v11, v12). So launches are marked while the word
+is the first to tell, and otherwise only every PROBE_EVERY launches, to notice when it would be again
+(``_look``).
 
 The word is written after the program's final barrier, which makes its results visible to the host, so
 a host that sees it may read them, or write its inputs again. Only the semaphore says that the submission
