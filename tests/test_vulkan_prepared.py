@@ -278,3 +278,44 @@ def test_a_launch_after_a_direct_recording_leaves_its_first_barrier_out(acc):
     np.testing.assert_array_equal(one.read(2), 3 * x)
     one.close()
     two.close()
+
+
+def test_launches_and_ring_submissions_from_two_threads_keep_their_outputs(acc):
+    """The queue's tail changes under two threads: one launches a prepared submission (after its own
+    launches, without the first barrier), the other submits through the ring. Each checks its outputs
+    every time."""
+    n = 256
+    launched = Bound(acc, add_artifact(n), [4 * n] * 3)
+    ringed = Bound(acc, add_artifact(n), [4 * n] * 3)
+    ring_bindings = [Binding(i, b, 0, 4 * n) for i, b in enumerate(ringed.buffers)]
+    failures: list[str] = []
+    x = np.arange(n, dtype=np.float32)
+
+    def launches() -> None:
+        for i in range(60):
+            launched.write(0, x)
+            launched.write(1, np.full(n, i, np.float32))
+            acc.wait_launch(launched.prepared, acc.launch(launched.prepared), 60)
+            if not np.array_equal(launched.read(2), x + i):
+                failures.append(f"launch {i}")
+
+    def ring() -> None:
+        for i in range(60):
+            ringed.write(0, 2 * x)
+            ringed.write(1, np.full(n, -i, np.float32))
+            event = acc.submit(ringed.queue, ringed.program, ring_bindings)
+            acc.wait(event, 60)
+            acc.destroy_event(event)
+            if not np.array_equal(ringed.read(2), 2 * x - i):
+                failures.append(f"ring {i}")
+
+    threads = [threading.Thread(target=launches), threading.Thread(target=ring)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert not failures, failures
+    assert launched.launcher.bare_launches > 0  # some launches followed their own
+    launched.close()
+    ringed.close()
