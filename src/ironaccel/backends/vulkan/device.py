@@ -156,9 +156,9 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         nan_preserve = bool(p12.shaderSignedZeroInfNanPreserveFloat32)
         max_buffer = int(p13.maxBufferSize)
         features = _features(inst, handle)
+    extensions = {str(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(handle, None)}  # str already
     # matmul_coop.comp and matmul_int_coop.comp are written for 32-wide subgroups (4 per workgroup)
-    matrix_tiles = _matrix_tiles(inst, handle, features) if v13 and p11.subgroupSize == 32 else frozenset()
-    extensions = {str(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(handle, None)}
+    matrix_tiles = _matrix_tiles(inst, handle, features, extensions) if v13 and p11.subgroupSize == 32 else frozenset()
     lim = p.limits
     limits = Limits(
         max_storage_buffer_range=int(lim.maxStorageBufferRange),
@@ -210,12 +210,11 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
     )
 
 
-def _matrix_tiles(inst: Instance, handle: Any, features: dict[str, bool]) -> frozenset[str]:
+def _matrix_tiles(inst: Instance, handle: Any, features: dict[str, bool], extensions: set[str]) -> frozenset[str]:
     """The device's cooperative-matrix configurations, or none where the extension, its feature or
     what the kernels need beside it (:data:`_MATRIX_NEEDS`) is missing."""
     vk, ffi, lib = inst.vk, inst.ffi, inst.vk.lib
-    names = {str(e.extensionName) for e in vk.vkEnumerateDeviceExtensionProperties(handle, None)}  # str already
-    if COOPERATIVE_MATRIX not in names:
+    if COOPERATIVE_MATRIX not in extensions:
         return frozenset()
     if not all(any(features.get(f"{s}.{f}") for s in ("v11", "v12")) for f in _MATRIX_NEEDS):
         return frozenset()
