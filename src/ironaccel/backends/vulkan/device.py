@@ -25,7 +25,7 @@ from typing import Any
 
 from ...core.errors import InvalidArgument, Unsupported
 from ...probe.vulkan import vulkan_software
-from . import binding, statistics
+from . import binding, commands, statistics
 from .instance import Instance
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -357,9 +357,8 @@ class Device:
         self.limits: Limits = pd.limits  # type: ignore[assignment]
         self.submit_lock = threading.Lock()
         # Whether the queue's last submission ends with a direct recording's last barrier, which orders
-        # every later command after its work and makes its writes visible to them (.recording). Set by
-        # each submitter under submit_lock; a launch that follows such a submission leaves out its own
-        # first barrier (.launcher).
+        # every later command after its work and makes its writes visible to them (.recording). Cleared by
+        # ``submit``; a launch sets it, and leaves out its own first barrier after such a tail (.launcher).
         self.ordered_tail = False
         family = pd.compute_family
         assert family is not None  # shortfall() checked it
@@ -403,6 +402,14 @@ class Device:
         self._feature_chain = structs  # alive while the create call reads it
         self.handle = binding.call(vk.vkCreateDevice, pd.handle, info, None, what="vkCreateDevice")
         self.queue = vk.vkGetDeviceQueue(self.handle, family, 0)
+
+    def submit(self, info: Any, fence: Any) -> int:
+        """One vkQueueSubmit2 of ``info`` signalling ``fence``, under the submit lock; returns the VkResult.
+        What it submits does not end with an ordering barrier (``ordered_tail``)."""
+        with self.submit_lock:
+            code = commands.submit(self.vk, self.queue, info, fence)
+            self.ordered_tail = False
+        return code
 
     def wait_idle(self) -> None:
         with self.submit_lock:

@@ -251,9 +251,7 @@ class Stager:
             vk.VK_ACCESS_2_HOST_READ_BIT,
         )
         commands.end(vk, self.cb)
-        with self.device.submit_lock:
-            code = commands.submit(vk, self.device.queue, self.submit_info, self.fence)
-            self.device.ordered_tail = False
+        code = self.device.submit(self.submit_info, self.fence)
         binding.check(code, "vkQueueSubmit2 (staging)")
         fences = vk.ffi.new("VkFence[1]", [self.fence])
         binding.check(lib.vkWaitForFences(dev, 1, fences, 1, 0xFFFFFFFFFFFFFFFF), "vkWaitForFences (staging)")

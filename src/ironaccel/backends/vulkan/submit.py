@@ -105,9 +105,7 @@ class Ring:
             vk, dev = self.vk, self.device.handle
             if slot.used:
                 binding.check(vk.lib.vkResetFences(dev, 1, slot.fences), "vkResetFences")
-            with self.device.submit_lock:
-                code = commands.submit(vk, self.device.queue, info, slot.fence)
-                self.device.ordered_tail = False
+            code = self.device.submit(info, slot.fence)
             slot.used = True
             if code != binding.VK_SUCCESS:
                 # Not accepted: the slot stays free (its unsignalled fence is reset on reuse) and the
