@@ -40,6 +40,7 @@ def statistics_of(device: str, program: Any) -> dict[str, list[Any]]:
     """The statistics of every pipeline ``program`` makes on a fresh device."""
     acc = vulkan.open_accelerator(device, pipeline_statistics=True)
     try:
+        probe_matmul.check_workgroup_matrices(acc)
         ctx = acc.create_context()
         artifact = write(program)
         loaded = acc.load_program(ctx, ArtifactRef(artifact, 1 << 36))
@@ -81,8 +82,16 @@ def main() -> int:
     probe_matmul.add_variant_options(parser)
     args = parser.parse_args()
     probe = vulkan.open_accelerator(args.device)
-    name, reports = probe.physical.name, probe.physical.reports_pipelines
+    name, reports, workgroup = probe.physical.name, probe.physical.reports_pipelines, probe.physical.workgroup_matrices
     probe.close()
+    if workgroup is None:
+        print(f"{name}: no workgroup-scope matrices (VK_NV_cooperative_matrix2, workgroup scope, flexible sizes)")
+    else:
+        print(
+            f"{name}: workgroup-scope matrices {', '.join(sorted(workgroup.configurations))}; at most "
+            f"{workgroup.max_workgroup_size} invocations and {workgroup.max_dimension} per dimension; "
+            f"{workgroup.reserved_shared_memory} bytes of shared memory kept by the driver"
+        )
     if not reports:
         print(f"{name} does not report pipeline statistics (no VK_KHR_pipeline_executable_properties)")
         return 1

@@ -36,10 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vulkan
 
 import ironaccel
-from ironaccel.backends.vulkan import kernels
+from ironaccel.backends import vulkan
+from ironaccel.backends.vulkan import kernels, workgroup_matrix
 from ironaccel.backends.vulkan import memory as vk_memory
 from ironaccel.backends.vulkan.ops import integer_tensor as int_ops
 from ironaccel.backends.vulkan.ops import matmul as matmul_ops
+from ironaccel.core.errors import Unsupported
 
 REPS = 10
 
@@ -47,6 +49,7 @@ REPS = 10
 def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any) -> dict[str, Any]:
     dev = ironaccel.open(f"vulkan:{device}")
     try:
+        check_workgroup_matrices(dev.accelerator)
         program = data["program"] if "program" in data else bench_vulkan.matmul_program(n, dtype)
         loaded = bench_vulkan.Loaded(dev, program, data["inputs"])
         try:
@@ -123,13 +126,37 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     return rows
 
 
+def _spirv_of(replacement: Any) -> bytes:
+    if isinstance(replacement, bytes):
+        return replacement
+    if isinstance(replacement, tuple) and isinstance(replacement[0], bytes):
+        return replacement[0]
+    return b""
+
+
+def check_workgroup_matrices(acc: Any) -> None:
+    """Raise Unsupported when a kernel in the cache declares workgroup-scope matrices (see
+    :func:`replaced`) and ``acc``'s device has not enabled them: the driver would be handed SPIR-V
+    whose extension the device was not created with."""
+    wanted = any(_declares_workgroup_matrices(code) for code in kernels._spirv_cache.values())
+    if wanted and not acc._native.device.workgroup_matrices:
+        raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
+
+
+def _declares_workgroup_matrices(code: bytes) -> bool:
+    return workgroup_matrix.SPIRV_EXTENSION.encode() in code
+
+
 @contextlib.contextmanager
 def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) -> Iterator[None]:
     """Within the block, devices opened run ``replacement`` (a row of :func:`_variants`) in place of the
-    shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory."""
+    shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory. A
+    replacement that declares SPV_NV_cooperative_matrix2 has them opened with workgroup-scope matrices."""
     shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
     original = kernels._spirv_cache.get(shader) if shader else None
     vk_memory.Memory.__init__.__defaults__ = (staged,)
+    opener = vulkan.open_accelerator.__kwdefaults__
+    opener["workgroup_matrices"] = _declares_workgroup_matrices(_spirv_of(replacement))
     try:
         if isinstance(replacement, bytes):
             kernels._spirv_cache[shader] = replacement
@@ -144,6 +171,7 @@ def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) ->
             matmul_ops.tile_for = lambda h, w, m, t=replacement: t
         yield
     finally:
+        opener["workgroup_matrices"] = False
         vk_memory.Memory.__init__.__defaults__ = (False,)
         matmul_ops.tile_for = shipped_tile_for
         matmul_ops.COOP_TILE = shipped_coop_tile

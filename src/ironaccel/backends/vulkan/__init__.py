@@ -49,14 +49,17 @@ def open_accelerator(
     settings: Settings | None = None,
     staging: bool = False,
     pipeline_statistics: bool = False,
+    workgroup_matrices: bool = False,
     **kwargs: Any,
 ) -> VulkanAccelerator:
     """An accelerator on the Vulkan device ``selector`` names (see :func:`.device.choose`): None for the
     best hardware device (a software one only if nothing else exists), an index, a UUID, ``"lavapipe"``
     / ``"llvmpipe"`` or part of a device name. ``staging`` routes Device-domain buffers through a staging
     copy even where they could be mapped (to exercise that path). ``pipeline_statistics`` has the driver
-    keep what it compiled each kernel into, where it can (``pipeline_statistics()``). Raises Unsupported
-    with the reason when Vulkan cannot be used."""
+    keep what it compiled each kernel into, where it can (``pipeline_statistics()``). ``workgroup_matrices``
+    enables workgroup-scope cooperative matrices where the device has them (:mod:`.workgroup_matrix`: for
+    kernel variants; no shipped kernel uses them). Raises Unsupported with the reason when Vulkan cannot
+    be used."""
     settings = settings if settings is not None else Settings.from_env()
     if "vulkan" in settings.disabled:
         raise Unsupported("the Vulkan backend is switched off (IRONACCEL_VULKAN=0)")
@@ -66,7 +69,14 @@ def open_accelerator(
 
     inst = instance()
     physical = device_mod.choose(device_mod.describe_all(inst), selector)
-    return VulkanAccelerator(inst, physical, staging=staging, pipeline_statistics=pipeline_statistics, **kwargs)
+    return VulkanAccelerator(
+        inst,
+        physical,
+        staging=staging,
+        pipeline_statistics=pipeline_statistics,
+        workgroup_matrices=workgroup_matrices,
+        **kwargs,
+    )
 
 
 def available(settings: Settings | None = None) -> str | None:

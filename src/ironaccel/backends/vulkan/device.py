@@ -25,7 +25,7 @@ from typing import Any
 
 from ...core.errors import InvalidArgument, Unsupported
 from ...probe.vulkan import vulkan_software
-from . import binding, commands, statistics
+from . import binding, commands, statistics, workgroup_matrix
 from .instance import Instance
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -105,6 +105,8 @@ class PhysicalDevice:
     matrix_tiles: frozenset[str] = frozenset()
     # The driver reports what it compiled each pipeline into (VK_KHR_pipeline_executable_properties).
     reports_pipelines: bool = False
+    # Workgroup-scope matrices of any multiple of a granularity (VK_NV_cooperative_matrix2), or None.
+    workgroup_matrices: workgroup_matrix.WorkgroupMatrices | None = None
 
     @property
     def uuid_hex(self) -> str:
@@ -207,6 +209,7 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         nan_preserve=nan_preserve,
         matrix_tiles=matrix_tiles,
         reports_pipelines=statistics.EXTENSION in extensions,
+        workgroup_matrices=workgroup_matrix.describe(vk, inst.handle, handle, extensions) if matrix_tiles else None,
     )
 
 
@@ -346,9 +349,13 @@ def _match(devices: list[PhysicalDevice], selector: str | int) -> list[PhysicalD
 class Device:
     """The logical device: one compute queue, the enabled features, and the submission lock."""
 
-    def __init__(self, inst: Instance, pd: PhysicalDevice, *, pipeline_statistics: bool = False) -> None:
+    def __init__(
+        self, inst: Instance, pd: PhysicalDevice, *, pipeline_statistics: bool = False, workgroup_matrices: bool = False
+    ) -> None:
         """``pipeline_statistics``: have the driver keep what it compiled each pipeline into, where it can
-        (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does."""
+        (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does. ``workgroup_matrices``:
+        enable workgroup-scope matrices where the device has them (:mod:`.workgroup_matrix`; no shipped
+        kernel needs them); ``self.workgroup_matrices`` says whether they are."""
         vk = inst.vk
         self.instance = inst
         self.vk = vk
@@ -396,6 +403,10 @@ class Device:
             if wanted:
                 setattr(_new(self.ffi, ctype, stype, structs["_keep"]), field, 1)
                 extensions.append(extension)
+        self.workgroup_matrices = workgroup_matrices and pd.workgroup_matrices is not None
+        if self.workgroup_matrices:
+            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"]))  # last: its pNext is NULL
+            extensions.append(workgroup_matrix.EXTENSION)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

@@ -1,0 +1,96 @@
+// Variant of matmul_coop.comp (probe only, not shipped): workgroup-scope matrices
+// (VK_NV_cooperative_matrix2), so the driver's compiler, not this source, stages the slices through
+// shared memory and decides how far ahead to load.
+//
+// The shipped kernel holds 16 x 16 fragments per subgroup and writes the staging itself; on the H200 it
+// runs at about a third of cuBLAS HGEMM, and the arithmetic in NOTES v12 points at load latency. Here a
+// workgroup owns one TILE_M x TILE_N fp32 accumulator and, per TILE_K step, loads a TILE_M x TILE_K
+// slice of A and a TILE_K x TILE_N slice of B straight from the buffers, then multiply-adds: the GEMM
+// as its definition, with the schedule left to the driver. AHEAD 1 issues the next step's loads before
+// the multiply-add, in case the compiler does not overlap them by itself.
+//
+// Limits (a probe, not a kernel the planner may choose): H, W and C must be multiples of TILE_M,
+// TILE_N and TILE_K; a workgroup whose tile crosses an edge writes nothing, so the probe's error column
+// shows any shape that breaks this. Plain pitch loads (OpCooperativeMatrixLoadKHR) are used, since
+// glslang 13 has no tensor addressing; the build adds OpExtension "SPV_NV_cooperative_matrix2", which
+// workgroup scope needs and glslang 13 does not emit.
+//
+// The including .comp defines WG_INVOCATIONS (the workgroup size the driver lists the configuration
+// for), TILE_M, TILE_N, TILE_K and AHEAD. Build: benchmarks/vulkan/variants/build; time with
+// probe_matmul.py --fp16-spirv (a file name ending _ROWSxCOLS gives the tile to the dispatch).
+//
+// spirv-extension: SPV_NV_cooperative_matrix2
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "include/float_controls.glsl"
+
+#ifndef WG_INVOCATIONS
+#define WG_INVOCATIONS 256
+#endif
+#ifndef TILE_M
+#define TILE_M 128
+#endif
+#ifndef TILE_N
+#define TILE_N 128
+#endif
+#ifndef TILE_K
+#define TILE_K 32
+#endif
+#ifndef AHEAD
+#define AHEAD 0
+#endif
+
+layout(local_size_x = WG_INVOCATIONS, local_size_y = 1, local_size_z = 1) in;
+
+layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B { uvec4 b[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
+
+layout(push_constant, std430) uniform Params {
+    uint batch_base;
+    uint H;
+    uint C;
+    uint W;
+} p;
+
+#define SliceA coopmat<float16_t, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
+#define SliceB coopmat<float16_t, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
+#define Tile coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
+
+void main() {
+    uint n = p.batch_base + gl_WorkGroupID.z;
+    uint row0 = gl_WorkGroupID.y * TILE_M;
+    uint col0 = gl_WorkGroupID.x * TILE_N;
+    if (row0 + TILE_M > p.H || col0 + TILE_N > p.W || p.C % TILE_K != 0u) {
+        return;  // uniform across the workgroup: see the limits above
+    }
+    // Element offsets in halves; the buffers are read as uvec4s (8 halves), as in the shipped kernel.
+    uint a0 = n * p.H * p.C + row0 * p.C;
+    uint b0 = n * p.C * p.W + col0;
+    Tile acc = Tile(0.0);
+    SliceA sa;
+    SliceB sb;
+    coopMatLoad(sa, a, a0 >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(sb, b, b0 >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
+    for (uint k0 = TILE_K; k0 <= p.C; k0 += TILE_K) {
+#if AHEAD
+        SliceA na = sa;
+        SliceB nb = sb;
+        if (k0 < p.C) {
+            coopMatLoad(na, a, (a0 + k0) >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(nb, b, (b0 + k0 * p.W) >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
+        }
+        acc = coopMatMulAdd(sa, sb, acc);
+        sa = na;
+        sb = nb;
+#else
+        acc = coopMatMulAdd(sa, sb, acc);
+        if (k0 < p.C) {
+            coopMatLoad(sa, a, (a0 + k0) >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(sb, b, (b0 + k0 * p.W) >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
+        }
+#endif
+    }
+    coopMatStore(acc, outv, n * p.H * p.W + row0 * p.W + col0, p.W, gl_CooperativeMatrixLayoutRowMajor);
+}
