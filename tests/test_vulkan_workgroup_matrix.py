@@ -97,7 +97,7 @@ def test_workgroup_configurations_are_read_in_two_calls():
         (16, 16, 16, FP16, FP16, FP32, FP32, 0, SUBGROUP, 32),  # subgroup scope: KHR's list has these
         (16, 16, 32, INT8, INT8, INT32, INT32, 1, wm.WORKGROUP_SCOPE, 256),  # saturating: not used
     )
-    fake = stand_in({"workgroupScope": 1, "flexibleDimensions": 1}, rows, asked)
+    fake = stand_in({"workgroupScope": 1, "flexibleDimensions": 1, "tensorAddressing": 1}, rows, asked)
     found = wm.describe(fake, vkm.ffi.NULL, vkm.ffi.NULL, {wm.EXTENSION})
     assert asked == ["features", "properties", "list", "list"]
     assert found == wm.WorkgroupMatrices(
@@ -105,6 +105,7 @@ def test_workgroup_configurations_are_read_in_two_calls():
         max_workgroup_size=1024,
         max_dimension=4096,
         reserved_shared_memory=8192,
+        tensor_addressing=True,
     )
 
 
@@ -123,15 +124,18 @@ def test_without_the_extension_nothing_is_asked():
     assert asked == []
 
 
-def test_enable_ends_the_chain_with_both_features():
+@pytest.mark.parametrize("tensors", [False, True])
+def test_enable_ends_the_chain_with_what_is_offered(tensors):
     vffi = vkm.ffi
     f2 = vffi.new("VkPhysicalDeviceFeatures2 *")
     chain = [f2]
-    kept = wm.enable(vffi, chain)
+    offered = wm.WorkgroupMatrices(frozenset({"fp16:16x16x16:fp32@256"}), 1024, 4096, 0, tensor_addressing=tensors)
+    kept = wm.enable(vffi, chain, offered)
     assert int(vffi.cast("uintptr_t", f2.pNext)) == int(wm._ffi().cast("uintptr_t", kept))
     assert (kept.sType, kept.workgroupScope, kept.flexibleDimensions) == (wm.FEATURES_STYPE, 1, 1)
+    assert kept.tensorAddressing == int(tensors)
     assert kept.pNext == wm._ffi().NULL
-    assert (kept.reductions, kept.tensorAddressing, kept.blockLoads) == (0, 0, 0)
+    assert (kept.reductions, kept.conversions, kept.perElementOperations, kept.blockLoads) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("asked", [False, True])

@@ -90,7 +90,8 @@ def main() -> int:
         print(
             f"{name}: workgroup-scope matrices {', '.join(sorted(workgroup.configurations))}; at most "
             f"{workgroup.max_workgroup_size} invocations and {workgroup.max_dimension} per dimension; "
-            f"{workgroup.reserved_shared_memory} bytes of shared memory kept by the driver"
+            f"{workgroup.reserved_shared_memory} bytes of shared memory kept by the driver; tensor addressing "
+            f"{'yes' if workgroup.tensor_addressing else 'no'}"
         )
     if not reports:
         print(f"{name} does not report pipeline statistics (no VK_KHR_pipeline_executable_properties)")

@@ -6,21 +6,21 @@
 // runs at about a third of cuBLAS HGEMM, and the arithmetic in NOTES v12 points at load latency. Here a
 // workgroup owns one TILE_M x TILE_N fp32 accumulator and, per TILE_K step, loads a TILE_M x TILE_K
 // slice of A and a TILE_K x TILE_N slice of B straight from the buffers, then multiply-adds: the GEMM
-// as its definition, with the schedule left to the driver. AHEAD 1 issues the next step's loads before
-// the multiply-add, in case the compiler does not overlap them by itself.
+// as its definition, with the schedule left to the driver.
 //
-// Limits (a probe, not a kernel the planner may choose): H, W and C must be multiples of TILE_M,
-// TILE_N and TILE_K; a workgroup whose tile crosses an edge writes nothing, so the probe's error column
-// shows any shape that breaks this. Plain pitch loads (OpCooperativeMatrixLoadKHR) are used, since
-// glslang 13 has no tensor addressing; the build adds OpExtension "SPV_NV_cooperative_matrix2", which
-// workgroup scope needs and glslang 13 does not emit.
+// TENSOR 1 loads and stores through tensor layouts (batch, rows, columns) that read zeros beyond each
+// edge and drop stores beyond it, so any shape works, as the shipped kernel's does. TENSOR 0 uses plain
+// pitched loads and needs H, W and C to be multiples of TILE_M, TILE_N and TILE_K (a workgroup whose
+// tile crosses an edge writes nothing, which the probe's error column shows). AHEAD 1 issues the next
+// step's loads before the multiply-add, in case the compiler does not overlap them by itself.
 //
 // The including .comp defines WG_INVOCATIONS (the workgroup size the driver lists the configuration
-// for), TILE_M, TILE_N, TILE_K and AHEAD. Build: benchmarks/vulkan/variants/build; time with
+// for), TILE_M, TILE_N, TILE_K, TENSOR and AHEAD. Build: benchmarks/vulkan/variants/build; time with
 // probe_matmul.py --fp16-spirv (a file name ending _ROWSxCOLS gives the tile to the dispatch).
 //
-// spirv-extension: SPV_NV_cooperative_matrix2
+// compiler: slang-glslang (glslang 13 has no GL_NV_cooperative_matrix2)
 #extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "include/float_controls.glsl"
@@ -37,14 +37,17 @@
 #ifndef TILE_K
 #define TILE_K 32
 #endif
+#ifndef TENSOR
+#define TENSOR 1
+#endif
 #ifndef AHEAD
 #define AHEAD 0
 #endif
 
 layout(local_size_x = WG_INVOCATIONS, local_size_y = 1, local_size_z = 1) in;
 
-layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
-layout(set = 0, binding = 1, std430) readonly buffer B { uvec4 b[]; };
+layout(set = 0, binding = 0, std430) readonly buffer A { float16_t a[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B { float16_t b[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
 
 layout(push_constant, std430) uniform Params {
@@ -57,29 +60,40 @@ layout(push_constant, std430) uniform Params {
 #define SliceA coopmat<float16_t, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
 #define SliceB coopmat<float16_t, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
 #define Tile coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
+#define Layout tensorLayoutNV<3, gl_CooperativeMatrixClampModeConstantNV>
 
 void main() {
     uint n = p.batch_base + gl_WorkGroupID.z;
     uint row0 = gl_WorkGroupID.y * TILE_M;
     uint col0 = gl_WorkGroupID.x * TILE_N;
+#if TENSOR
+    // Only batch n is addressed, so n + 1 batches suffice as the outer dimension.
+    Layout la = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.H, p.C);
+    Layout lb = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.C, p.W);
+    Layout lo = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.H, p.W);
+#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(la, n, 1u, row0, TILE_M, k, TILE_K))
+#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(lb, n, 1u, k, TILE_K, col0, TILE_N))
+#else
     if (row0 + TILE_M > p.H || col0 + TILE_N > p.W || p.C % TILE_K != 0u) {
         return;  // uniform across the workgroup: see the limits above
     }
-    // Element offsets in halves; the buffers are read as uvec4s (8 halves), as in the shipped kernel.
     uint a0 = n * p.H * p.C + row0 * p.C;
     uint b0 = n * p.C * p.W + col0;
+#define LOAD_A(m, k) coopMatLoad(m, a, a0 + (k), p.C, gl_CooperativeMatrixLayoutRowMajor)
+#define LOAD_B(m, k) coopMatLoad(m, b, b0 + (k) * p.W, p.W, gl_CooperativeMatrixLayoutRowMajor)
+#endif
     Tile acc = Tile(0.0);
     SliceA sa;
     SliceB sb;
-    coopMatLoad(sa, a, a0 >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatLoad(sb, b, b0 >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
-    for (uint k0 = TILE_K; k0 <= p.C; k0 += TILE_K) {
+    LOAD_A(sa, 0u);
+    LOAD_B(sb, 0u);
+    for (uint k0 = TILE_K; k0 < p.C + TILE_K; k0 += TILE_K) {
 #if AHEAD
         SliceA na = sa;
         SliceB nb = sb;
         if (k0 < p.C) {
-            coopMatLoad(na, a, (a0 + k0) >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(nb, b, (b0 + k0 * p.W) >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
+            LOAD_A(na, k0);
+            LOAD_B(nb, k0);
         }
         acc = coopMatMulAdd(sa, sb, acc);
         sa = na;
@@ -87,10 +101,14 @@ void main() {
 #else
         acc = coopMatMulAdd(sa, sb, acc);
         if (k0 < p.C) {
-            coopMatLoad(sa, a, (a0 + k0) >> 3, p.C >> 3, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(sb, b, (b0 + k0 * p.W) >> 3, p.W >> 3, gl_CooperativeMatrixLayoutRowMajor);
+            LOAD_A(sa, k0);
+            LOAD_B(sb, k0);
         }
 #endif
     }
+#if TENSOR
+    coopMatStoreTensorNV(acc, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N));
+#else
     coopMatStore(acc, outv, n * p.H * p.W + row0 * p.W + col0, p.W, gl_CooperativeMatrixLayoutRowMajor);
+#endif
 }

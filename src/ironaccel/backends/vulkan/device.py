@@ -404,8 +404,9 @@ class Device:
                 setattr(_new(self.ffi, ctype, stype, structs["_keep"]), field, 1)
                 extensions.append(extension)
         self.workgroup_matrices = workgroup_matrices and pd.workgroup_matrices is not None
-        if self.workgroup_matrices:
-            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"]))  # last: its pNext is NULL
+        if workgroup_matrices and pd.workgroup_matrices is not None:
+            # last in the chain: its pNext stays NULL
+            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"], pd.workgroup_matrices))
             extensions.append(workgroup_matrix.EXTENSION)
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}

@@ -73,6 +73,7 @@ class WorkgroupMatrices:
     max_workgroup_size: int
     max_dimension: int
     reserved_shared_memory: int  # bytes of a workgroup's shared memory the driver keeps for its staging
+    tensor_addressing: bool = False  # loads and stores through tensor layouts (bounds, batches, clamping)
 
 
 def describe(vk: Any, instance: Any, physical: Any, extensions: set[str]) -> WorkgroupMatrices | None:
@@ -109,14 +110,16 @@ def describe(vk: Any, instance: Any, physical: Any, extensions: set[str]) -> Wor
         max_workgroup_size=int(props.workgroupScopeMaxWorkgroupSize),
         max_dimension=int(props.flexibleDimensionsMaxDimension),
         reserved_shared_memory=int(props.workgroupScopeReservedSharedMemory),
+        tensor_addressing=bool(features.tensorAddressing),
     )
 
 
-def enable(vffi: Any, chain: list[Any]) -> Any:
-    """Append the features a workgroup-scope kernel needs (workgroup scope, flexible dimensions) to a
-    VkDeviceCreateInfo feature chain of the package's structs; the caller keeps the result alive until
-    the device is created."""
-    features = _ffi().new("Matrix2Features *", {"sType": FEATURES_STYPE, "workgroupScope": 1, "flexibleDimensions": 1})
+def enable(vffi: Any, chain: list[Any], offered: WorkgroupMatrices) -> Any:
+    """Append the features a workgroup-scope kernel needs (workgroup scope, flexible dimensions, and
+    tensor addressing where ``offered``) to a VkDeviceCreateInfo feature chain of the package's structs;
+    the caller keeps the result alive until the device is created."""
+    wanted = {"workgroupScope": 1, "flexibleDimensions": 1, "tensorAddressing": int(offered.tensor_addressing)}
+    features = _ffi().new("Matrix2Features *", {"sType": FEATURES_STYPE, **wanted})
     chain[-1].pNext = _foreign(vffi, features)
     return features
 
