@@ -144,14 +144,17 @@ def check_workgroup_matrices(acc: Any) -> None:
 
 
 def _declares_workgroup_matrices(code: bytes) -> bool:
-    return workgroup_matrix.SPIRV_EXTENSION.encode() in code
+    # The SPIR-V extension, or the GLSL one in the OpSourceExtension glslang keeps: glslang declares
+    # SPV_NV_cooperative_matrix2 only with its tensor addressing, not for workgroup scope alone.
+    return workgroup_matrix.SPIRV_EXTENSION.encode() in code or b"GL_NV_cooperative_matrix2" in code
 
 
 @contextlib.contextmanager
 def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) -> Iterator[None]:
     """Within the block, devices opened run ``replacement`` (a row of :func:`_variants`) in place of the
     shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory. A
-    replacement that declares SPV_NV_cooperative_matrix2 has them opened with workgroup-scope matrices."""
+    replacement that declares GL_ or SPV_NV_cooperative_matrix2 has them opened with workgroup-scope
+    matrices."""
     shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
     original = kernels._spirv_cache.get(shader) if shader else None
     vk_memory.Memory.__init__.__defaults__ = (staged,)

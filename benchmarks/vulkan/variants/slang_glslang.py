@@ -4,7 +4,7 @@
     python3 benchmarks/vulkan/variants/slang_glslang.py SRC OUT [-I DIR ...] [--library PATH]
 
 glslang 13 (the newest packaged for pip, which builds the shipped kernels) predates
-GL_NV_cooperative_matrix2: it has no tensor layouts and does not declare workgroup-scope matrices. The
+GL_NV_cooperative_matrix2, so it knows no tensor layouts. The
 slangpy wheel carries a current glslang as a library (libslang-glslang-*.so) behind one C entry point,
 ``glslang_compile_1_2``, which takes the whole source as one string. So this script resolves
 ``#include "..."`` itself (the source's folder first, then each -I), hands the text over through cffi,
