@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,9 +139,31 @@ def check_workgroup_matrices(acc: Any) -> None:
     """Raise Unsupported when a kernel in the cache declares workgroup-scope matrices (see
     :func:`replaced`) and ``acc``'s device has not enabled them: the driver would be handed SPIR-V
     whose extension the device was not created with."""
-    wanted = any(_declares_workgroup_matrices(code) for code in kernels._spirv_cache.values())
-    if wanted and not acc._native.device.workgroup_matrices:
-        raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
+    for code in kernels._spirv_cache.values():
+        if not _declares_workgroup_matrices(code):
+            continue
+        if not acc._native.device.workgroup_matrices:
+            raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
+        # A configuration holds only at the workgroup size the driver lists it for; asking for another
+        # is invalid use, which a driver need not survive.
+        size = _local_size(code)
+        sizes = {
+            int(c.rsplit("@", 1)[1]) for c in acc.physical.workgroup_matrices.configurations if c.startswith("fp16:")
+        }
+        if size not in sizes:
+            raise Unsupported(f"workgroup of {size} invocations; the driver lists fp16 matrices for {sorted(sizes)}")
+
+
+def _local_size(code: bytes) -> int:
+    """The invocations per workgroup an OpExecutionMode LocalSize of ``code`` (SPIR-V) declares."""
+    words = struct.unpack(f"<{len(code) // 4}I", code[: len(code) // 4 * 4])
+    at = 5  # after the header
+    while at < len(words):
+        count, opcode = words[at] >> 16, words[at] & 0xFFFF
+        if opcode == 16 and words[at + 2] == 17:  # OpExecutionMode <entry> LocalSize x y z
+            return words[at + 3] * words[at + 4] * words[at + 5]
+        at += max(count, 1)
+    raise ValueError("no LocalSize execution mode (LocalSizeId is not read here)")
 
 
 def _declares_workgroup_matrices(code: bytes) -> bool:
