@@ -39,8 +39,11 @@ def listing(*rows: tuple[int, ...]) -> list[dict[str, int]]:
     return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
-def stand_in(features: dict[str, int], rows: list[dict[str, int]], asked: list[str]) -> SimpleNamespace:
-    """A `vulkan` module whose queries answer from ``features`` and ``rows``, checking each struct's sType."""
+def stand_in(
+    features: dict[str, int], rows: list[dict[str, int]], asked: list[str], result: int = 0
+) -> SimpleNamespace:
+    """A `vulkan` module whose queries answer from ``features`` and ``rows`` (the list query returning
+    ``result``), checking each struct's sType."""
     vffi, ffi = vkm.ffi, wm._ffi()
 
     def ours(pointer, ctype, stype):
@@ -63,6 +66,8 @@ def stand_in(features: dict[str, int], rows: list[dict[str, int]], asked: list[s
     @ffi.callback("ListFlexible")
     def list_flexible(physical, count, out):
         asked.append("list")
+        if result != 0:
+            return result
         if out == ffi.NULL:
             count[0] = len(rows)
             return 0
@@ -107,6 +112,13 @@ def test_workgroup_configurations_are_read_in_two_calls():
         reserved_shared_memory=8192,
         tensor_addressing=True,
     )
+
+
+def test_a_list_the_driver_fails_to_give_means_none():
+    asked: list[str] = []
+    fake = stand_in({"workgroupScope": 1, "flexibleDimensions": 1}, listing(), asked, result=-3)
+    assert wm.describe(fake, vkm.ffi.NULL, vkm.ffi.NULL, {wm.EXTENSION}) is None
+    assert asked == ["features", "properties", "list"]
 
 
 @pytest.mark.parametrize("features", [{"workgroupScope": 1}, {"flexibleDimensions": 1}, {}])
