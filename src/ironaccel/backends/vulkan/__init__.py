@@ -29,7 +29,10 @@ Design (ADR 0008 gives the reasons and the alternatives):
 
 Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
 :mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,
-:mod:`.recording`, :mod:`.direct`, :mod:`.submit`, :mod:`.capability`, :mod:`.accelerator`.
+:mod:`.recording`, :mod:`.direct`, :mod:`.commands`, :mod:`.submit`, :mod:`.launcher` (prepared
+submissions), :mod:`.nvfp4` (NVFP4 projections), :mod:`.capability`, :mod:`.accelerator`; and what
+a device enables only when opened asking for it: :mod:`.statistics` (what each kernel compiled into)
+and :mod:`.workgroup_matrix` (workgroup-scope cooperative matrices).
 """
 
 from __future__ import annotations
