@@ -6,7 +6,8 @@ product of |A| and |B| (the sum of the absolute terms); an fp16 result may add h
 rounding on top. Measured on lavapipe the worst was 0.16 of the bound (a single-term product).
 Shapes reach every tile width of matmul.comp (16, 64 and 128 rows / columns), partial tiles, odd
 extents (scalar loads), multiples of 4 (vector loads), batches, and split-k (few tiles, long C), and
-on a device with cooperative matrices (``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``) matmul_coop.comp.
+on a device with cooperative matrices (``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``) matmul_coop.comp, and
+matmul_wg_coop.comp where it also has workgroup-scope ones.
 """
 
 from __future__ import annotations
@@ -134,6 +135,71 @@ def test_cooperative_matrix_kernel_only_where_the_device_lists_it():
     assert step.shader == "matmul"
     (step,) = _plan((1, 256, 256, 256), "fp32", "fp32", matrix_tiles=coop).steps  # fp32 inputs
     assert step.shader == "matmul"
+
+
+WORKGROUP_FP16 = "fp16:16x16x16:fp32@256"
+
+
+def test_workgroup_kernel_where_the_device_lists_a_fitting_configuration():
+    wg = frozenset({mm.COOP_FP16, WORKGROUP_FP16})
+    (step,) = _plan((1, 300, 258, 200), "fp16", "fp32", matrix_tiles=wg).steps  # any shape: tensor layouts
+    assert step.shader == "matmul_wg_coop" and step.groups == (2, 3, 1)
+    steps = _plan((1, 64, 64, 64), "fp16", "fp16", matrix_tiles=wg).steps
+    assert [s.shader for s in steps] == ["matmul_wg_coop", "cast"]
+    # another workgroup size, a granularity that does not divide the tile, an fp16 accumulator
+    for other in ("fp16:16x16x16:fp32@128", "fp16:48x16x16:fp32@256", "fp16:16x16x16:fp16@256"):
+        (step,) = _plan((1, 256, 256, 256), "fp16", "fp32", matrix_tiles=frozenset({mm.COOP_FP16, other})).steps
+        assert step.shader == "matmul_coop", other
+    (step,) = _plan((1, 256, 256, 256), "fp32", "fp32", matrix_tiles=wg).steps  # fp32 inputs
+    assert step.shader == "matmul"
+
+
+def test_workgroup_granularity_may_be_finer_than_16():
+    assert mm.workgroup_fits(frozenset({"fp16:8x8x8:fp32@256"}))
+    assert mm.workgroup_fits(frozenset({"int8:16x16x32:int32@256", "fp16:16x8x16:fp32@256"}))
+    assert not mm.workgroup_fits(frozenset({mm.COOP_FP16, "int8:16x16x32:int32@256"}))
+
+
+@pytest.fixture
+def workgroup_dev(monkeypatch):
+    """The test device opened with workgroup-scope matrices (skips where it has none)."""
+    import ironaccel
+    from ironaccel.core.errors import Unsupported
+    from vulkan_fixtures import DEVICE
+
+    monkeypatch.setenv("IRONACCEL_VULKAN_WORKGROUP_MATRICES", "1")
+    try:
+        device = ironaccel.open(DEVICE)
+    except Unsupported as exc:
+        pytest.skip(f"{DEVICE} unavailable: {exc}")
+    if not mm.workgroup_fits(device.accelerator._native.device.matrix_tiles):
+        device.close()
+        device.accelerator.close()
+        pytest.skip(f"{DEVICE} lists no workgroup-scope fp16 matrices matmul_wg_coop.comp fits")
+    yield device
+    device.close()
+    leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
+    device.accelerator.close()
+    assert not leaks, leaks
+
+
+@pytest.mark.parametrize("out_t", ["fp16", "fp32"])
+@pytest.mark.parametrize(
+    "shape", [(2, 33, 18, 40), (1, 130, 64, 136), (1, 3, 1000, 5), (1, 300, 258, 200), (3, 128, 96, 256)], ids=str
+)
+def test_workgroup_kernel_within_the_bound(workgroup_dev, shape, out_t):
+    """matmul_wg_coop.comp on a device that has it: partial tiles, C not a multiple of the step or of 8,
+    batches; every result within the dot-product bound."""
+    n, h, c, w = shape
+    program = _program(*shape, "fp16", out_t)
+    tiles = workgroup_dev.accelerator._native.device.matrix_tiles
+    plan = planning.build(program, matrix_tiles=tiles, max_shared_memory=49152)
+    assert plan.steps[0].shader == "matmul_wg_coop"
+    rng = np.random.default_rng(RNG_SEED)
+    a = rng.standard_normal((n, h, c)).astype(np.float16)
+    b = rng.standard_normal((n, c, w)).astype(np.float16)
+    (got,) = run_vulkan(workgroup_dev, program, [a, b])
+    _check(got, a, b, out_t)
 
 
 def test_tiles_fit_the_shared_memory_limit():

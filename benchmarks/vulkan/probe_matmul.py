@@ -7,7 +7,9 @@
         [--int8-spirv LABEL=PATH[@ROWSxCOLS] ...] [--int8-zero-points A,B] [--memory mapped,staged]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
-each ``--fp16-spirv`` replaces ``matmul_coop.spv`` and each ``--fp32-spirv`` replaces ``matmul.spv``
+each ``--fp16-spirv`` replaces ``matmul_coop.spv`` (``matmul_wg_coop.spv`` where it uses workgroup-scope
+matrices: such rows run on a device opened with them, beside a row of the shipped kernels on one) and
+each ``--fp32-spirv`` replaces ``matmul.spv``
 for one measurement (a fresh device each, so no pipeline is reused; with ``@TX,TY,TM,TN,BK`` at that
 specialization); each ``--fp32-tile`` forces ``matmul.comp``'s specialization; each ``--int8-spirv``
 replaces ``matmul_int_coop.spv`` (INT8 with the zero points of ``--int8-zero-points``, against
@@ -47,10 +49,10 @@ from ironaccel.core.errors import Unsupported
 REPS = 10
 
 
-def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any) -> dict[str, Any]:
+def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any, code: bytes) -> dict[str, Any]:
     dev = ironaccel.open(f"vulkan:{device}")
     try:
-        check_workgroup_matrices(dev.accelerator)
+        check_workgroup_matrices(dev.accelerator, code)
         program = data["program"] if "program" in data else bench_vulkan.matmul_program(n, dtype)
         loaded = bench_vulkan.Loaded(dev, program, data["inputs"])
         try:
@@ -94,12 +96,12 @@ def _data(torch: Any, n: int, dtype: str) -> dict[str, Any]:
     }
 
 
-def _tiled_variant(item: str, shader: str, shipped: tuple[int, int]) -> tuple[str, str, Any]:
-    """LABEL=PATH[@ROWSxCOLS] (a workgroup tile other than the shipped one) as (label, shader, replacement)."""
+def _tiled_variant(item: str) -> tuple[str, bytes, tuple[int, int] | None]:
+    """LABEL=PATH[@ROWSxCOLS] as (label, SPIR-V, workgroup tile or None for the replaced kernel's own)."""
     label, path = item.split("=", 1)
     path, _, tile = path.partition("@")
-    shape = tuple(int(v) for v in tile.split("x")) if tile else shipped
-    return label, shader, (Path(path).read_bytes(), shape)
+    shape = (int(tile.split("x")[0]), int(tile.split("x")[1])) if tile else None
+    return label, Path(path).read_bytes(), shape
 
 
 def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
@@ -118,13 +120,22 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
             rows.append(("fp32", f"tile {item}", "", tile))
     if args.fp16_spirv:
         rows.append(("fp16", "shipped", "", None))
-        for item in args.fp16_spirv:
-            rows.append(("fp16", *_tiled_variant(item, "matmul_coop", matmul_ops.COOP_TILE)))
+        variants = [_tiled_variant(item) for item in args.fp16_spirv]
+        if any(_declares_workgroup_matrices(code) for _, code, _ in variants):
+            rows.append(("fp16", "shipped, workgroup matrices", "", WORKGROUP))
+        for label, code, tile in variants:
+            if _declares_workgroup_matrices(code):  # in place of matmul_wg_coop
+                rows.append(("fp16", label, "matmul_wg_coop", (code, tile or matmul_ops.WG_TILE)))
+            else:
+                rows.append(("fp16", label, "matmul_coop", (code, tile or matmul_ops.COOP_TILE)))
     if args.int8_spirv:
         rows.append(("int8", "shipped", "", None))
-        for item in args.int8_spirv:
-            rows.append(("int8", *_tiled_variant(item, "matmul_int_coop", int_ops.COOP_TILE)))
+        for label, code, tile in map(_tiled_variant, args.int8_spirv):
+            rows.append(("int8", label, "matmul_int_coop", (code, tile or int_ops.COOP_TILE)))
     return rows
+
+
+WORKGROUP = "the shipped kernels with workgroup-scope matrices"  # a replacement that replaces nothing
 
 
 def _spirv_of(replacement: Any) -> bytes:
@@ -135,23 +146,18 @@ def _spirv_of(replacement: Any) -> bytes:
     return b""
 
 
-def check_workgroup_matrices(acc: Any) -> None:
-    """Raise Unsupported when a kernel in the cache declares workgroup-scope matrices (see
-    :func:`replaced`) and ``acc``'s device has not enabled them: the driver would be handed SPIR-V
-    whose extension the device was not created with."""
-    for code in kernels._spirv_cache.values():
-        if not _declares_workgroup_matrices(code):
-            continue
-        if not acc._native.device.workgroup_matrices:
-            raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
-        # A configuration holds only at the workgroup size the driver lists it for; asking for another
-        # is invalid use, which a driver need not survive.
-        size = _local_size(code)
-        sizes = {
-            int(c.rsplit("@", 1)[1]) for c in acc.physical.workgroup_matrices.configurations if c.startswith("fp16:")
-        }
-        if size not in sizes:
-            raise Unsupported(f"workgroup of {size} invocations; the driver lists fp16 matrices for {sorted(sizes)}")
+def check_workgroup_matrices(acc: Any, code: bytes) -> None:
+    """Raise Unsupported when ``code`` (a replacement kernel's SPIR-V, or b"") uses workgroup-scope
+    matrices that ``acc``'s device has not enabled, or at a workgroup size its driver does not list them
+    for: the driver would be handed invalid work, which it need not survive."""
+    if not _declares_workgroup_matrices(code):
+        return
+    if not acc._native.device.workgroup_matrices:
+        raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
+    size = _local_size(code)
+    sizes = {int(c.rsplit("@", 1)[1]) for c in acc.physical.workgroup_matrices.configurations if c.startswith("fp16:")}
+    if size not in sizes:
+        raise Unsupported(f"workgroup of {size} invocations; the driver lists fp16 matrices for {sorted(sizes)}")
 
 
 def _local_size(code: bytes) -> int:
@@ -179,12 +185,18 @@ def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) ->
     replacement that declares GL_ or SPV_NV_cooperative_matrix2 has them opened with workgroup-scope
     matrices."""
     shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
+    shipped_wg = matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS
     original = kernels._spirv_cache.get(shader) if shader else None
     vk_memory.Memory.__init__.__defaults__ = (staged,)
     opener = vulkan.open_accelerator.__kwdefaults__
-    opener["workgroup_matrices"] = _declares_workgroup_matrices(_spirv_of(replacement))
+    opener["workgroup_matrices"] = replacement is WORKGROUP or _declares_workgroup_matrices(_spirv_of(replacement))
     try:
-        if isinstance(replacement, bytes):
+        if replacement is WORKGROUP:
+            pass  # the shipped kernels, on a device with workgroup-scope matrices
+        elif isinstance(replacement, tuple) and shader == "matmul_wg_coop":
+            kernels._spirv_cache[shader], matmul_ops.WG_TILE = replacement
+            matmul_ops.WG_INVOCATIONS = _local_size(replacement[0])  # so the planner checks the variant's size
+        elif isinstance(replacement, bytes):
             kernels._spirv_cache[shader] = replacement
         elif isinstance(replacement, tuple) and dtype == "fp32":
             kernels._spirv_cache[shader], forced = replacement
@@ -197,7 +209,8 @@ def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) ->
             matmul_ops.tile_for = lambda h, w, m, t=replacement: t
         yield
     finally:
-        opener["workgroup_matrices"] = False
+        opener["workgroup_matrices"] = None
+        matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS = shipped_wg
         vk_memory.Memory.__init__.__defaults__ = (False,)
         matmul_ops.tile_for = shipped_tile_for
         matmul_ops.COOP_TILE = shipped_coop_tile
@@ -247,7 +260,7 @@ def main() -> int:
             table.append(f"| {dtype} | {name} | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
         try:
             with replaced(dtype, shader, replacement, staged=placement == "staged"):
-                r = _measure(args.device, args.n, dtype, data[dtype], torch)
+                r = _measure(args.device, args.n, dtype, data[dtype], torch, _spirv_of(replacement))
             row = (
                 f"| {dtype} | {label} ({r['kernels']}) | {r['ms']:.2f} | {r['tflops']:.1f} | "
                 f"{data[dtype]['peer_ms'] / r['ms']:.2f}x | {r['rel_error']:.1e} |"

@@ -1,5 +1,6 @@
 #version 460
-// Workgroup-scope matrices through tensor layouts: 128 x 256 tiles, 32-deep steps, 256 invocations: see matmul_coop_wg.glsl.
+// Workgroup-scope matrices, as matmul_wg_coop.comp but 128 x 256 tiles: see include/matmul_wg.glsl.
+// compiler: slang-glslang
 #define WG_INVOCATIONS 256
 #define TILE_M 128
 #define TILE_N 256
@@ -7,4 +8,4 @@
 #define TENSOR 1
 #define AHEAD 0
 #extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_wg.glsl"
+#include "include/matmul_wg.glsl"

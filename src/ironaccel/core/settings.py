@@ -33,6 +33,10 @@ class Settings:
     cpu_native: str = "auto"
     # Where compiled programs are kept (IRONACCEL_CPU_NATIVE_CACHE); None: $XDG_CACHE_HOME/ironaccel/cpu-native.
     cpu_native_cache: str | None = None
+    # Vulkan devices enable workgroup-scope cooperative matrices where they have them, and fp16 MATMUL
+    # runs on the kernel written for them (IRONACCEL_VULKAN_WORKGROUP_MATRICES=1; off by default until
+    # measured, ADR 0020).
+    vulkan_workgroup_matrices: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -59,6 +63,7 @@ class Settings:
             cpu_native=native,
             cpu_native_cache=env.get("IRONACCEL_CPU_NATIVE_CACHE") or None,
             virtio_socket=env.get("IRONACCEL_VIRTIO_SOCKET") or None,
+            vulkan_workgroup_matrices=_flag(env, "IRONACCEL_VULKAN_WORKGROUP_MATRICES", False),
         )
 
     def library(self, kind: str) -> str | None:

@@ -52,7 +52,7 @@ def open_accelerator(
     settings: Settings | None = None,
     staging: bool = False,
     pipeline_statistics: bool = False,
-    workgroup_matrices: bool = False,
+    workgroup_matrices: bool | None = None,
     **kwargs: Any,
 ) -> VulkanAccelerator:
     """An accelerator on the Vulkan device ``selector`` names (see :func:`.device.choose`): None for the
@@ -60,9 +60,10 @@ def open_accelerator(
     / ``"llvmpipe"`` or part of a device name. ``staging`` routes Device-domain buffers through a staging
     copy even where they could be mapped (to exercise that path). ``pipeline_statistics`` has the driver
     keep what it compiled each kernel into, where it can (``pipeline_statistics()``). ``workgroup_matrices``
-    enables workgroup-scope cooperative matrices where the device has them (:mod:`.workgroup_matrix`: for
-    kernel variants; no shipped kernel uses them). Raises Unsupported with the reason when Vulkan cannot
-    be used."""
+    enables workgroup-scope cooperative matrices where the device has them, and with them the fp16 MATMUL
+    kernel written for them (:mod:`.workgroup_matrix`; None: ``settings.vulkan_workgroup_matrices``,
+    off unless IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Raises Unsupported with the reason when Vulkan
+    cannot be used."""
     settings = settings if settings is not None else Settings.from_env()
     if "vulkan" in settings.disabled:
         raise Unsupported("the Vulkan backend is switched off (IRONACCEL_VULKAN=0)")
@@ -77,7 +78,7 @@ def open_accelerator(
         physical,
         staging=staging,
         pipeline_statistics=pipeline_statistics,
-        workgroup_matrices=workgroup_matrices,
+        workgroup_matrices=settings.vulkan_workgroup_matrices if workgroup_matrices is None else workgroup_matrices,
         **kwargs,
     )
 

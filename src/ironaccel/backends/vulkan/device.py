@@ -354,8 +354,9 @@ class Device:
     ) -> None:
         """``pipeline_statistics``: have the driver keep what it compiled each pipeline into, where it can
         (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does. ``workgroup_matrices``:
-        enable workgroup-scope matrices where the device has them (:mod:`.workgroup_matrix`; no shipped
-        kernel needs them); ``self.workgroup_matrices`` says whether they are."""
+        enable workgroup-scope matrices where the device has them (:mod:`.workgroup_matrix`);
+        ``self.workgroup_matrices`` says whether they are, and ``self.matrix_tiles`` then lists their
+        configurations too."""
         vk = inst.vk
         self.instance = inst
         self.vk = vk
@@ -408,6 +409,8 @@ class Device:
             # last in the chain: its pNext stays NULL
             structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"], pd.workgroup_matrices))
             extensions.append(workgroup_matrix.EXTENSION)
+            # the planner's choice: "fp16:16x16x16:fp32@256" beside the subgroup "fp16:16x16x16:fp32"
+            self.matrix_tiles = pd.matrix_tiles | pd.workgroup_matrices.configurations
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

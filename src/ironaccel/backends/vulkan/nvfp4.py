@@ -33,7 +33,7 @@ from ...nvfp4.bounds import ACTIVATIONS, Form
 from ...nvfp4.projection import ProjectionArtifact
 from .direct import VECTOR_ALIGNMENT
 from .ops.common import WORKGROUP, Dispatch, Place, Step, groups
-from .ops.matmul import COOP_FP16, coop, tiled
+from .ops.matmul import COOP_FP16, COOP_TILE, coop, tiled
 from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
 GEMV_TEAM = 64  # invocations splitting k per workgroup (a power of two), at most
@@ -229,7 +229,7 @@ def _coop_steps(
         a = Place("arena", split.offset + 4 * a_words * s, 2 * rows * 2 * ks)
         w = Place("arena", stacked.offset + 4 * w_words * s, 2 * p.count * 2 * ks * p.n)
         c = Place("arena", product.offset + 4 * c_floats * s, 4 * rows * p.n)
-        steps += coop(ctx, p.count, p.m, 2 * ks, p.n, (a, w), c)  # type: ignore[arg-type]
+        steps += coop(ctx, p.count, p.m, 2 * ks, p.n, (a, w), c, "matmul_coop", COOP_TILE)  # type: ignore[arg-type]
     act = ACTIVATIONS.index(p.activation)
     for e in range(p.count):
         out, y_base = _part(y, e, 1, 4 * p.m * p.n, binding_alignment)

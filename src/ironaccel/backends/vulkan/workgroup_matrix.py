@@ -8,8 +8,9 @@ the driver's compiler writes. A GEMM then reads as its definition (load a 128 x 
 
 The package's cffi declarations stop before this extension, so its structs are declared here, in a
 private FFI with names of our own, and passed to the driver by address. Nothing here is enabled unless
-asked for (``open_accelerator(..., workgroup_matrices=True)``): no shipped kernel uses it yet, and the
-variants in ``benchmarks/vulkan/variants`` that do are measured before any is chosen.
+asked for (``open_accelerator(..., workgroup_matrices=True)`` or IRONACCEL_VULKAN_WORKGROUP_MATRICES=1);
+then fp16 MATMUL runs on ``shaders/matmul_wg_coop.comp`` where the device lists a configuration it fits
+(ADR 0020: off until the H200 says it is faster).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def describe(vk: Any, instance: Any, physical: Any, extensions: set[str]) -> Wor
     listed = ffi.cast("ListFlexible", int(vffi.cast("uintptr_t", address)))
     handle = ffi.cast("void *", int(vffi.cast("uintptr_t", physical)))
     # A list that cannot be read (any result but VK_SUCCESS) counts as none offered: discovery of the
-    # device must not fail over an extension no shipped kernel needs.
+    # device must not fail over an extension only an optional kernel needs.
     count = ffi.new("uint32_t *")
     if listed(handle, count, ffi.NULL) != 0:
         return None

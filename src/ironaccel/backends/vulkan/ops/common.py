@@ -84,7 +84,9 @@ class LoweringContext(Protocol):
     max_groups: tuple[int, int, int]
     max_loop_iterations: int | None  # per invocation, where the driver caps them (see device.Limits)
     max_shared_memory: int  # bytes of shared memory a workgroup may use
-    matrix_tiles: frozenset[str]  # cooperative-matrix configurations the device offers (ops.matmul.COOP_FP16)
+    # Cooperative-matrix configurations the device offers: subgroup scope as "fp16:16x16x16:fp32"
+    # (ops.matmul.COOP_FP16), workgroup scope, where enabled, with "@<invocations>" after it.
+    matrix_tiles: frozenset[str]
 
     def place(self, tensor: Tensor) -> Place:
         """Where ``tensor`` lives (constants are uploaded on first request)."""

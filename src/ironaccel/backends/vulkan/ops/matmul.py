@@ -13,6 +13,9 @@ Three kernels, chosen at load from the shape, the types and what the device offe
   ``matmul_reduce.comp`` adds them in slice order. Still fp32 throughout, and deterministic.
 * ``matmul_coop.comp`` (fp16 inputs, devices with VK_KHR_cooperative_matrix listing fp16 16 x 16 x 16
   with an fp32 accumulator): subgroup matrix multiply-accumulate on tiles staged in shared memory.
+* ``matmul_wg_coop.comp`` (fp16 inputs, devices opened with workgroup-scope matrices that list a fitting
+  fp16 configuration, :func:`workgroup_fits`): one 128 x 128 accumulator per workgroup, slices loaded
+  through tensor layouts, the staging left to the driver (ADR 0020). Any shape.
 
 Accumulation is fp32 for both of TOSA's fp16 accumulator types (more accurate than an fp16
 accumulator, within the specification's dot-product bound); an fp16 result is the fp32 one rounded
@@ -34,6 +37,9 @@ from .fp16 import convert, widening
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
 COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
 COOP_BK = 32
+WG_TILE = (128, 128)  # matmul_wg_coop.comp: output rows and columns per workgroup,
+WG_STEP = 32  # C per step,
+WG_INVOCATIONS = 256  # and the workgroup size the device must list its configuration for
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
 MAX_SLICES = 32
@@ -125,8 +131,10 @@ def _matmul(ctx: LoweringContext) -> list[Step]:
         after.append(convert(ctx, wide, target, out.size, widen=False))
         target = wide
     reads = (ctx.place(a), ctx.place(b))
-    if fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
-        steps = coop(ctx, n, h, c, w, reads, target)
+    if fp16_in and workgroup_fits(ctx.matrix_tiles):
+        steps = coop(ctx, n, h, c, w, reads, target, "matmul_wg_coop", WG_TILE)
+    elif fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
+        steps = coop(ctx, n, h, c, w, reads, target, "matmul_coop", COOP_TILE)
     else:
         steps = tiled(ctx, n, h, c, w, reads, target, fp16_in)
     return [*steps, *after]
@@ -166,10 +174,34 @@ def tiled(
     return steps
 
 
+def workgroup_fits(tiles: frozenset[str]) -> bool:
+    """Whether ``tiles`` lists workgroup-scope fp16 x fp16 -> fp32 matrices ("fp16:MxNxK:fp32@I") at
+    WG_INVOCATIONS invocations with a granularity that divides matmul_wg_coop.comp's tile and step."""
+    for entry in tiles:
+        config, at, invocations = entry.partition("@")
+        if not at or int(invocations) != WG_INVOCATIONS:
+            continue
+        a_type, dims, c_type = config.split(":")
+        m, n, k = (int(v) for v in dims.split("x"))
+        if (a_type, c_type) == ("fp16", "fp32") and WG_TILE[0] % m == WG_TILE[1] % n == WG_STEP % k == 0:
+            return True
+    return False
+
+
 def coop(
-    ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place
+    ctx: LoweringContext,
+    n: int,
+    h: int,
+    c: int,
+    w: int,
+    reads: tuple[Place, Place],
+    target: Place,
+    shader: str,
+    tile: tuple[int, int],
 ) -> list[Step]:
-    gx, gy = -(-w // COOP_TILE[1]), -(-h // COOP_TILE[0])
+    """``shader`` (a cooperative-matrix kernel: matmul_coop or matmul_wg_coop) over ``tile``-sized
+    output tiles, one dispatch per z-limit of batches."""
+    gx, gy = -(-w // tile[1]), -(-h // tile[0])
     limit_x, limit_y, limit_z = ctx.max_groups
     if gx > limit_x or gy > limit_y:
         raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
@@ -177,5 +209,5 @@ def coop(
     for base in range(0, n, limit_z):
         count = min(limit_z, n - base)
         push = struct.pack("<4I", base, h, c, w)
-        steps.append(Dispatch("matmul_coop", (), reads, (target,), push, (gx, gy, count)))
+        steps.append(Dispatch(shader, (), reads, (target,), push, (gx, gy, count)))
     return steps

@@ -1,29 +1,27 @@
-// Variant of matmul_coop.comp (probe only, not shipped): workgroup-scope matrices
-// (VK_NV_cooperative_matrix2), so the driver's compiler, not this source, stages the slices through
-// shared memory and decides how far ahead to load.
+// MATMUL fp16 x fp16 -> fp32 on workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2):
+// the body of matmul_wg_coop.comp and of the probe's variants of it (benchmarks/vulkan/variants).
 //
-// The shipped kernel holds 16 x 16 fragments per subgroup and writes the staging itself; on the H200 it
-// runs at about a third of cuBLAS HGEMM, and the arithmetic in NOTES v12 points at load latency. Here a
-// workgroup owns one TILE_M x TILE_N fp32 accumulator and, per TILE_K step, loads a TILE_M x TILE_K
-// slice of A and a TILE_K x TILE_N slice of B straight from the buffers, then multiply-adds: the GEMM
-// as its definition, with the schedule left to the driver.
+// matmul_coop.comp holds 16 x 16 fragments per subgroup and writes the staging through shared memory
+// itself. Here a workgroup owns one TILE_M x TILE_N fp32 accumulator and, per TILE_K step, loads a
+// TILE_M x TILE_K slice of A and a TILE_K x TILE_N slice of B straight from the buffers, then
+// multiply-adds: the GEMM as its definition, with the staging and the pipelining of the loads left to
+// the driver's compiler. Which of the two is faster on a device is measured, not assumed (ADR 0020).
 //
-// TENSOR 1 loads and stores through tensor layouts (batch, rows, columns) that read zeros beyond each
-// edge and drop stores beyond it, so any shape works, as the shipped kernel's does. TENSOR 0 uses plain
-// pitched loads and needs H, W and C to be multiples of TILE_M, TILE_N and TILE_K (a workgroup whose
-// tile crosses an edge writes nothing, which the probe's error column shows). AHEAD 1 issues the next
-// step's loads before the multiply-add, in case the compiler does not overlap them by itself.
+// TENSOR 1 (the shipped form) loads and stores through tensor layouts (batch, rows, columns) that read
+// zeros beyond each edge and drop stores beyond it, so any shape works. A zero product only meets
+// another zero, so the padding changes no sum. TENSOR 0 uses plain pitched loads and needs H, W and C
+// to be multiples of TILE_M, TILE_N and TILE_K (a workgroup whose tile crosses an edge writes nothing):
+// probe material only. AHEAD 1 issues the next step's loads before the multiply-add, in case the
+// compiler does not overlap them by itself.
 //
 // The including .comp defines WG_INVOCATIONS (the workgroup size the driver lists the configuration
-// for), TILE_M, TILE_N, TILE_K, TENSOR and AHEAD. Build: benchmarks/vulkan/variants/build; time with
-// probe_matmul.py --fp16-spirv (a file name ending _ROWSxCOLS gives the tile to the dispatch).
-//
-// compiler: slang-glslang (glslang 13 has no GL_NV_cooperative_matrix2)
+// for), TILE_M, TILE_N, TILE_K, TENSOR and AHEAD. glslang 13 has no GL_NV_cooperative_matrix2: every
+// including .comp carries the line "// compiler: slang-glslang" (scripts/slang-glslang).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#include "include/float_controls.glsl"
+#include "float_controls.glsl"
 
 #ifndef WG_INVOCATIONS
 #define WG_INVOCATIONS 256
