@@ -19,7 +19,7 @@ from ironaccel.backends.vulkan import plan as planning
 from ironaccel.backends.vulkan.ops import matmul as mm
 from ironaccel.tosa import ProgramBuilder
 from ironaccel.tosa.operators import Op
-from vulkan_fixtures import RNG_SEED, clean, dev, run_vulkan
+from vulkan_fixtures import DEVICE, RNG_SEED, clean, close_without_leaks, dev, open_test_device, run_vulkan
 
 __all__ = ["clean", "dev"]  # fixtures, used by name
 
@@ -163,24 +163,13 @@ def test_workgroup_granularity_may_be_finer_than_16():
 @pytest.fixture
 def workgroup_dev(monkeypatch):
     """The test device opened with workgroup-scope matrices (skips where it has none)."""
-    import ironaccel
-    from ironaccel.core.errors import Unsupported
-    from vulkan_fixtures import DEVICE
-
     monkeypatch.setenv("IRONACCEL_VULKAN_WORKGROUP_MATRICES", "1")
-    try:
-        device = ironaccel.open(DEVICE)
-    except Unsupported as exc:
-        pytest.skip(f"{DEVICE} unavailable: {exc}")
+    device = open_test_device()
     if not mm.workgroup_fits(device.accelerator._native.device.matrix_tiles):
-        device.close()
-        device.accelerator.close()
+        close_without_leaks(device)
         pytest.skip(f"{DEVICE} lists no workgroup-scope fp16 matrices matmul_wg_coop.comp fits")
     yield device
-    device.close()
-    leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
-    device.accelerator.close()
-    assert not leaks, leaks
+    close_without_leaks(device)
 
 
 @pytest.mark.parametrize("out_t", ["fp16", "fp32"])
@@ -211,8 +200,6 @@ def test_tiles_fit_the_shared_memory_limit():
 def test_the_device_reports_its_kernel_choice(dev):
     """The kernels a loaded MATMUL uses: matmul_coop where the device lists fp16 16x16x16, else matmul."""
     tiles = dev.accelerator._native.device.matrix_tiles
-    plan = planning.build(
-        _program(1, 256, 256, 256, "fp16", "fp32"), matrix_tiles=tiles, max_shared_memory=49152
-    )
+    plan = planning.build(_program(1, 256, 256, 256, "fp16", "fp32"), matrix_tiles=tiles, max_shared_memory=49152)
     expected = "matmul_coop" if mm.COOP_FP16 in tiles else "matmul"
     assert [s.shader for s in plan.steps] == [expected]

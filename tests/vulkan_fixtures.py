@@ -36,17 +36,27 @@ DTYPES = {
 }
 
 
-@pytest.fixture(scope="module")
-def dev():
+def open_test_device():
+    """The test device, or a skip where it cannot be opened."""
     try:
-        device = ironaccel.open(DEVICE)
+        return ironaccel.open(DEVICE)
     except Unsupported as exc:
         pytest.skip(f"{DEVICE} unavailable: {exc}")
-    yield device
+
+
+def close_without_leaks(device) -> None:
+    """Close ``device`` and its accelerator, failing if anything but the device's own context lived on."""
     device.close()
     leaks = {k: v for k, v in device.accelerator.live_resources().items() if v}
     device.accelerator.close()
     assert not leaks, leaks
+
+
+@pytest.fixture(scope="module")
+def dev():
+    device = open_test_device()
+    yield device
+    close_without_leaks(device)
 
 
 @pytest.fixture(autouse=True)
