@@ -36,12 +36,12 @@ def _program(dtype: str, n: int) -> Any:
     return bench_vulkan.matmul_program(n, dtype)
 
 
-def statistics_of(device: str, program: Any, code: bytes = b"") -> dict[str, list[Any]]:
+def statistics_of(device: str, program: Any, code: bytes = b"", dtype: str = "") -> dict[str, list[Any]]:
     """The statistics of every pipeline ``program`` makes on a fresh device (``code``: the replacement
-    kernel's SPIR-V, checked against what the device offers)."""
+    kernel's SPIR-V, for ``dtype``, checked against what the device offers)."""
     acc = vulkan.open_accelerator(device, pipeline_statistics=True)
     try:
-        probe_matmul.check_workgroup_matrices(acc, code)
+        probe_matmul.check_workgroup_matrices(acc, code, dtype)
         ctx = acc.create_context()
         artifact = write(program)
         loaded = acc.load_program(ctx, ArtifactRef(artifact, 1 << 36))
@@ -103,7 +103,7 @@ def main() -> int:
     for label, dtype, shader, replacement in [*wanted, *variants]:
         try:
             with probe_matmul.replaced(dtype, shader, replacement):
-                found = statistics_of(args.device, _program(dtype, args.n), probe_matmul._spirv_of(replacement))
+                found = statistics_of(args.device, _program(dtype, args.n), probe_matmul._spirv_of(replacement), dtype)
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a line of the table
             rows.append((dtype, label, f"error: {type(exc).__name__}: {str(exc)[:120]}", {}))
             continue

@@ -52,7 +52,7 @@ REPS = 10
 def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any, code: bytes) -> dict[str, Any]:
     dev = ironaccel.open(f"vulkan:{device}")
     try:
-        check_workgroup_matrices(dev.accelerator, code)
+        check_workgroup_matrices(dev.accelerator, code, dtype)
         program = data["program"] if "program" in data else bench_vulkan.matmul_program(n, dtype)
         loaded = bench_vulkan.Loaded(dev, program, data["inputs"])
         try:
@@ -146,18 +146,20 @@ def _spirv_of(replacement: Any) -> bytes:
     return b""
 
 
-def check_workgroup_matrices(acc: Any, code: bytes) -> None:
+def check_workgroup_matrices(acc: Any, code: bytes, dtype: str) -> None:
     """Raise Unsupported when ``code`` (a replacement kernel's SPIR-V, or b"") uses workgroup-scope
-    matrices that ``acc``'s device has not enabled, or at a workgroup size its driver does not list them
-    for: the driver would be handed invalid work, which it need not survive."""
+    matrices that ``acc``'s device has not enabled, or at a workgroup size its driver does not list
+    ``dtype`` (fp16, int8) matrices for: the driver would be handed invalid work, which it need not
+    survive."""
     if not _declares_workgroup_matrices(code):
         return
     if not acc._native.device.workgroup_matrices:
         raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
     size = _local_size(code)
-    sizes = {int(c.rsplit("@", 1)[1]) for c in acc.physical.workgroup_matrices.configurations if c.startswith("fp16:")}
+    listed = acc.physical.workgroup_matrices.configurations
+    sizes = {int(c.rsplit("@", 1)[1]) for c in listed if c.startswith(f"{dtype}:")}
     if size not in sizes:
-        raise Unsupported(f"workgroup of {size} invocations; the driver lists fp16 matrices for {sorted(sizes)}")
+        raise Unsupported(f"workgroup of {size} invocations; the driver lists {dtype} matrices for {sorted(sizes)}")
 
 
 def _local_size(code: bytes) -> int:
