@@ -356,7 +356,7 @@ class Device:
         (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does. ``workgroup_matrices``:
         enable workgroup-scope matrices where the device has them (:mod:`.workgroup_matrix`);
         ``self.workgroup_matrices`` says whether they are, and ``self.matrix_tiles`` then lists their
-        configurations too."""
+        configurations too where the device also has their tensor addressing."""
         vk = inst.vk
         self.instance = inst
         self.vk = vk
@@ -404,13 +404,16 @@ class Device:
             if wanted:
                 setattr(_new(self.ffi, ctype, stype, structs["_keep"]), field, 1)
                 extensions.append(extension)
-        self.workgroup_matrices = workgroup_matrices and pd.workgroup_matrices is not None
-        if workgroup_matrices and pd.workgroup_matrices is not None:
+        offered = pd.workgroup_matrices if workgroup_matrices else None
+        self.workgroup_matrices = offered is not None
+        if offered is not None:
             # last in the chain: its pNext stays NULL
-            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"], pd.workgroup_matrices))
+            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"], offered))
             extensions.append(workgroup_matrix.EXTENSION)
-            # the planner's choice: "fp16:16x16x16:fp32@256" beside the subgroup "fp16:16x16x16:fp32"
-            self.matrix_tiles = pd.matrix_tiles | pd.workgroup_matrices.configurations
+            # For the planner, beside the subgroup "fp16:16x16x16:fp32": "fp16:16x16x16:fp32@256". Only with
+            # tensor addressing, through which matmul_wg_coop.comp loads and stores.
+            if offered.tensor_addressing:
+                self.matrix_tiles = pd.matrix_tiles | offered.configurations
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

@@ -1,7 +1,7 @@
 """MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32, fp16, bf16 or fp8 inputs, accumulated in fp32
 (bf16 and fp8 operands are widened to fp32 first, :func:`.fp16.widening`).
 
-Three kernels, chosen at load from the shape, the types and what the device offers:
+Four kernels, chosen at load from the shape, the types and what the device offers:
 
 * ``matmul.comp`` (every device, fp32 and fp16 inputs): register-blocked tiles in shared memory, each
   invocation accumulating a TM x TN block (4 or 8 each) with fma. The tile (:func:`tile_for`) follows
