@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from ironaccel.backends import vulkan
+from ironaccel.backends.vulkan import workgroup_matrix as wm
 from ironaccel.core.errors import Unsupported
 from ironaccel.core.settings import Settings
 from vulkan_fixtures import DEVICE, clean  # noqa: F401 - autouse: no layer messages
 
-vkm = pytest.importorskip("vulkan")
-from ironaccel.backends.vulkan import workgroup_matrix as wm  # noqa: E402 - after the skip
+vkm = pytest.importorskip("vulkan")  # the stand-in is built from the package's own cffi types
 
 FP16, FP32, INT8, INT32 = 0, 1, 3, 5
 SUBGROUP = 3
