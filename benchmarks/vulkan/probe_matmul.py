@@ -105,7 +105,8 @@ def _tiled_variant(item: str) -> tuple[str, bytes, tuple[int, int] | None]:
 
 
 def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
-    """(dtype, label, shader replaced or "", replacement: SPIR-V bytes or a Tile or None)."""
+    """(dtype, label, shader replaced or "", replacement): the replacement is SPIR-V bytes, (SPIR-V, its
+    workgroup tile), a forced Tile, WORKGROUP (the shipped kernels with workgroup matrices) or None."""
     rows: list[tuple[str, str, str, Any]] = []
     if args.fp32_spirv or args.fp32_tile:
         rows.append(("fp32", "shipped", "", None))
