@@ -114,6 +114,14 @@ def test_workgroup_configurations_are_read_in_two_calls():
     )
 
 
+def test_a_list_of_nothing_usable_means_none():
+    asked: list[str] = []
+    rows = listing((16, 16, 16, FP16, FP16, FP32, FP32, 0, SUBGROUP, 32))
+    fake = stand_in({"workgroupScope": 1, "flexibleDimensions": 1}, rows, asked)
+    assert wm.describe(fake, vkm.ffi.NULL, vkm.ffi.NULL, {wm.EXTENSION}) is None
+    assert asked == ["features", "properties", "list", "list"]
+
+
 def test_a_list_the_driver_fails_to_give_means_none():
     asked: list[str] = []
     fake = stand_in({"workgroupScope": 1, "flexibleDimensions": 1}, listing(), asked, result=-3)

@@ -76,8 +76,8 @@ class WorkgroupMatrices:
 
 
 def describe(vk: Any, instance: Any, physical: Any, extensions: set[str]) -> WorkgroupMatrices | None:
-    """The device's workgroup-scope configurations, or None where the extension or either feature
-    (workgroup scope, flexible dimensions) is missing."""
+    """The device's workgroup-scope configurations, or None where the extension, either feature
+    (workgroup scope, flexible dimensions) or a configuration of the kinds kept here is missing."""
     if EXTENSION not in extensions:
         return None
     ffi, vffi, lib = _ffi(), vk.ffi, vk.lib
@@ -108,8 +108,11 @@ def describe(vk: Any, instance: Any, physical: Any, extensions: set[str]) -> Wor
         items[i].sType = FLEXIBLE_STYPE
     if listed(handle, count, items) != 0:
         return None
+    configurations = frozenset(filter(None, (_configuration(items[i]) for i in range(count[0]))))
+    if not configurations:
+        return None  # nothing a kernel here could use
     return WorkgroupMatrices(
-        configurations=frozenset(filter(None, (_configuration(items[i]) for i in range(count[0])))),
+        configurations=configurations,
         max_workgroup_size=int(props.workgroupScopeMaxWorkgroupSize),
         max_dimension=int(props.flexibleDimensionsMaxDimension),
         reserved_shared_memory=int(props.workgroupScopeReservedSharedMemory),
