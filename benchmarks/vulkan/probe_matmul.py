@@ -157,8 +157,8 @@ def check_workgroup_matrices(acc: Any, code: bytes, dtype: str) -> None:
     if not acc._native.device.workgroup_matrices:
         raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
     size = _local_size(code)
-    listed = acc.physical.workgroup_matrices.configurations
-    sizes = {int(c.rsplit("@", 1)[1]) for c in listed if c.startswith(f"{dtype}:")}
+    listed = filter(None, map(workgroup_matrix.parse, acc.physical.workgroup_matrices.configurations))
+    sizes = {c.invocations for c in listed if c.a_type == dtype}
     if size not in sizes:
         raise Unsupported(f"workgroup of {size} invocations; the driver lists {dtype} matrices for {sorted(sizes)}")
 

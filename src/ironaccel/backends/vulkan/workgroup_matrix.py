@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 EXTENSION = "VK_NV_cooperative_matrix2"
 SPIRV_EXTENSION = "SPV_NV_cooperative_matrix2"  # declared by kernels using their tensor addressing
@@ -128,6 +128,28 @@ def enable(vffi: Any, chain: list[Any], offered: WorkgroupMatrices) -> Any:
     features = _ffi().new("Matrix2Features *", {"sType": FEATURES_STYPE, **wanted})
     chain[-1].pNext = _foreign(vffi, features)
     return features
+
+
+class Configuration(NamedTuple):
+    """One entry of :attr:`WorkgroupMatrices.configurations`, read back (:func:`parse`)."""
+
+    a_type: str  # A and B
+    m: int  # the granularity of each dimension
+    n: int
+    k: int
+    c_type: str  # C and the result
+    invocations: int  # the workgroup size the configuration holds at
+
+
+def parse(entry: str) -> Configuration | None:
+    """The parts of ``entry`` ("fp16:16x16x16:fp32@256"); None for a subgroup-scope one, which has no
+    "@<invocations>" (a device's ``matrix_tiles`` holds both kinds)."""
+    config, at, invocations = entry.partition("@")
+    if not at:
+        return None
+    a_type, dims, c_type = config.split(":")
+    m, n, k = (int(v) for v in dims.split("x"))
+    return Configuration(a_type, m, n, k, c_type, int(invocations))
 
 
 def _configuration(q: Any) -> str | None:

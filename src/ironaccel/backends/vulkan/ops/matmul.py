@@ -30,6 +30,7 @@ import struct
 from ....core.errors import ResourceLimit
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
+from ..workgroup_matrix import parse
 from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, groups
 from .fp16 import convert, widening
@@ -177,14 +178,10 @@ def tiled(
 def workgroup_fits(tiles: frozenset[str]) -> bool:
     """Whether ``tiles`` lists workgroup-scope fp16 x fp16 -> fp32 matrices ("fp16:MxNxK:fp32@I") at
     WG_INVOCATIONS invocations with a granularity that divides matmul_wg_coop.comp's tile and step."""
-    for entry in tiles:
-        config, at, invocations = entry.partition("@")
-        if not at or int(invocations) != WG_INVOCATIONS:
-            continue
-        a_type, dims, c_type = config.split(":")
-        m, n, k = (int(v) for v in dims.split("x"))
-        if (a_type, c_type) == ("fp16", "fp32") and WG_TILE[0] % m == WG_TILE[1] % n == WG_STEP % k == 0:
-            return True
+    for c in filter(None, map(parse, tiles)):
+        if (c.a_type, c.c_type, c.invocations) == ("fp16", "fp32", WG_INVOCATIONS):
+            if WG_TILE[0] % c.m == WG_TILE[1] % c.n == WG_STEP % c.k == 0:
+                return True
     return False
 
 
