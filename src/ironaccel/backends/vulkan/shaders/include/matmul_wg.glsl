@@ -11,7 +11,9 @@
 // zeros beyond each edge and drop stores beyond it, so any shape works. A zero product only meets
 // another zero, so the padding changes no sum. TENSOR 0 uses plain pitched loads and needs H, W and C
 // to be multiples of TILE_M, TILE_N and TILE_K (a workgroup whose tile crosses an edge writes nothing):
-// probe material only. AHEAD 1 issues the next step's loads before the multiply-add, in case the
+// probe material only. TENSOR 2 keeps the clamped layouts for workgroups whose tile crosses an edge and
+// gives the others layouts without clamping, which the driver need not bounds-check (probe material).
+// AHEAD 1 issues the next step's loads before the multiply-add, in case the
 // compiler does not overlap them by itself.
 //
 // The including .comp defines WG_INVOCATIONS (the workgroup size the driver lists the configuration
@@ -59,6 +61,31 @@ layout(push_constant, std430) uniform Params {
 #define SliceB coopmat<float16_t, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
 #define Tile coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
 #define Layout tensorLayoutNV<3, gl_CooperativeMatrixClampModeConstantNV>
+#define Unclamped tensorLayoutNV<3>
+
+// One workgroup's tile: LOAD_A / LOAD_B / STORE name the addressing.
+#if AHEAD
+#define STEP(k0) \
+        SliceA na = sa; \
+        SliceB nb = sb; \
+        if (k0 < p.C) { LOAD_A(na, k0); LOAD_B(nb, k0); } \
+        acc = coopMatMulAdd(sa, sb, acc); \
+        sa = na; \
+        sb = nb;
+#else
+#define STEP(k0) \
+        acc = coopMatMulAdd(sa, sb, acc); \
+        if (k0 < p.C) { LOAD_A(sa, k0); LOAD_B(sb, k0); }
+#endif
+#define TILE_LOOP() { \
+    Tile acc = Tile(0.0); \
+    SliceA sa; \
+    SliceB sb; \
+    LOAD_A(sa, 0u); \
+    LOAD_B(sb, 0u); \
+    for (uint k0 = TILE_K; k0 < p.C + TILE_K; k0 += TILE_K) { STEP(k0) } \
+    STORE(acc); \
+}
 
 void main() {
     uint n = p.batch_base + gl_WorkGroupID.z;
@@ -71,6 +98,30 @@ void main() {
     Layout lo = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.H, p.W);
 #define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(la, n, 1u, row0, TILE_M, k, TILE_K))
 #define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(lb, n, 1u, k, TILE_K, col0, TILE_N))
+#define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N))
+#if TENSOR == 2
+    if (row0 + TILE_M <= p.H && col0 + TILE_N <= p.W && p.C % TILE_K == 0u) {
+        // Every load and store of this tile is in bounds (uniform across the workgroup).
+        Unclamped ua = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.C);
+        Unclamped ub = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.C, p.W);
+        Unclamped uo = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.W);
+#undef LOAD_A
+#undef LOAD_B
+#undef STORE
+#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(ua, n, 1u, row0, TILE_M, k, TILE_K))
+#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(ub, n, 1u, k, TILE_K, col0, TILE_N))
+#define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(uo, n, 1u, row0, TILE_M, col0, TILE_N))
+        TILE_LOOP()
+        return;
+    }
+#undef LOAD_A
+#undef LOAD_B
+#undef STORE
+#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(la, n, 1u, row0, TILE_M, k, TILE_K))
+#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(lb, n, 1u, k, TILE_K, col0, TILE_N))
+#define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N))
+#endif
+    TILE_LOOP()
 #else
     if (row0 + TILE_M > p.H || col0 + TILE_N > p.W || p.C % TILE_K != 0u) {
         return;  // uniform across the workgroup: see the limits above
@@ -79,34 +130,7 @@ void main() {
     uint b0 = n * p.C * p.W + col0;
 #define LOAD_A(m, k) coopMatLoad(m, a, a0 + (k), p.C, gl_CooperativeMatrixLayoutRowMajor)
 #define LOAD_B(m, k) coopMatLoad(m, b, b0 + (k) * p.W, p.W, gl_CooperativeMatrixLayoutRowMajor)
-#endif
-    Tile acc = Tile(0.0);
-    SliceA sa;
-    SliceB sb;
-    LOAD_A(sa, 0u);
-    LOAD_B(sb, 0u);
-    for (uint k0 = TILE_K; k0 < p.C + TILE_K; k0 += TILE_K) {
-#if AHEAD
-        SliceA na = sa;
-        SliceB nb = sb;
-        if (k0 < p.C) {
-            LOAD_A(na, k0);
-            LOAD_B(nb, k0);
-        }
-        acc = coopMatMulAdd(sa, sb, acc);
-        sa = na;
-        sb = nb;
-#else
-        acc = coopMatMulAdd(sa, sb, acc);
-        if (k0 < p.C) {
-            LOAD_A(sa, k0);
-            LOAD_B(sb, k0);
-        }
-#endif
-    }
-#if TENSOR
-    coopMatStoreTensorNV(acc, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N));
-#else
-    coopMatStore(acc, outv, n * p.H * p.W + row0 * p.W + col0, p.W, gl_CooperativeMatrixLayoutRowMajor);
+#define STORE(m) coopMatStore(m, outv, n * p.H * p.W + row0 * p.W + col0, p.W, gl_CooperativeMatrixLayoutRowMajor)
+    TILE_LOOP()
 #endif
 }
