@@ -1,6 +1,6 @@
 """Prepared submissions on Vulkan (backends/vulkan/launcher.py): both routes give the outputs numpy
-gives, marked or not, tickets finish in order past the ticket slots' wrap, marking follows whichever of
-the word and the counter tells first, running launches hold their buffers and are bounded, waits time
+gives, marked or not, tickets finish in order past the ticket slots' wrap, launches take the route
+whose times were shorter, running launches hold their buffers and are bounded, waits time
 out and resume, and a closed accelerator ends them with DeviceLost.
 
 The semantic suite's ``prepared.*`` cases run on this backend too (test_vulkan_backend.py); these cover
@@ -115,46 +115,88 @@ def test_both_routes_past_the_marks_wrap(acc, offset, route, marking):
     s.close()
 
 
-def test_marking_follows_whichever_tells_first(acc):
-    """Launches are marked while the word shows a finish before the counter does, and go unmarked (one in
-    PROBE_EVERY marked still) once the counter is first. Each side is made to lag by hand: the word by
-    writing its old value back, the counter by answering with its previous read."""
+def _marked(launcher: launching.Launcher, first: int, last: int) -> list[bool]:
+    return [launcher.was_marked[t % launching.MARKS] for t in range(first, last + 1)]
+
+
+def test_launches_alternate_until_both_routes_are_timed_then_take_the_faster(acc):
+    """Launch, then poll until finished, as a latency loop does: every launch is timed, the two routes
+    take turns until each has a window of times, and then launches take the route with the smaller
+    median, with one in PROBE_EVERY on the other. The times are made by hand to favour each route in
+    turn (a real device's times favour one or the other by microseconds, ADR 0021)."""
     n = 64
     s = Bound(acc, add_artifact(n), [4 * n] * 3)
     launcher = s.launcher
-    assert launcher.marking  # nothing seen yet
+    window = launcher.route_times.window
+    x, y = np.arange(n, dtype=np.float32), np.full(n, 2, np.float32)
+    s.write(0, x)
+    s.write(1, y)
 
-    def finish(ticket: int) -> None:
-        launcher._wait_value(ticket, None)  # finished on the device, whatever the host has looked at
+    def launch_and_poll(count: int) -> list[int]:
+        tickets = []
+        for _ in range(count):
+            ticket = acc.launch(s.prepared)
+            while not acc.poll_launch(s.prepared, ticket):
+                pass
+            tickets.append(ticket)
+        return tickets
 
-    # The counter first: the word is put back before anyone looks.
-    ticket = acc.launch(s.prepared)
-    assert launcher.last_marked == ticket
-    finish(ticket)
-    launcher.words[0] = 0
-    assert acc.poll_launch(s.prepared, ticket)
+    first = launch_and_poll(8)
+    assert _marked(launcher, first[0], first[-1]) == [True, False] * 4  # nothing timed yet: turns
+    added = launcher.route_times.added
+    assert added > 0  # a poll loop's looks are close enough together to time the launches
+
+    def favour(marked: bool) -> None:
+        for route in (True, False):
+            times = launcher.route_times.times[route]
+            times.clear()
+            times.extend([1e-6 if route == marked else 1e-3] * window)
+        launcher._choose()
+
+    favour(False)
     assert not launcher.marking
-    plain = [acc.launch(s.prepared) for _ in range(launching.PROBE_EVERY - 1)]
-    assert launcher.last_marked == ticket  # none of these was marked
-    acc.wait_launch(s.prepared, plain[-1], 60)
-    probe = acc.launch(s.prepared)
-    assert launcher.last_marked == probe == ticket + launching.PROBE_EVERY  # one in PROBE_EVERY is marked
-
-    # The word first: the counter answers with its previous read.
-    real = launcher._counter
-
-    def stale(handle, semaphore, seen):
-        seen[0] = launcher.counted
-        return 0
-
-    launcher._counter = stale
-    finish(probe)
-    assert acc.poll_launch(s.prepared, probe)  # seen from the word
+    tickets = launch_and_poll(2 * launching.PROBE_EVERY)
+    marked = [t for t, m in zip(tickets, _marked(launcher, tickets[0], tickets[-1]), strict=True) if m]
+    assert len(marked) == 2 and marked[1] - marked[0] == launching.PROBE_EVERY  # probes of the word's route
+    favour(True)
     assert launcher.marking
-    launcher._counter = real
-    after = acc.launch(s.prepared)
-    assert launcher.last_marked == after
-    acc.wait_launch(s.prepared, after, 60)
+    tickets = launch_and_poll(2 * launching.PROBE_EVERY)
+    plain = [t for t, m in zip(tickets, _marked(launcher, tickets[0], tickets[-1]), strict=True) if not m]
+    assert len(plain) == 2 and plain[1] - plain[0] == launching.PROBE_EVERY  # probes of the counter's route
+    np.testing.assert_array_equal(s.read(2), x + y)
+    s.close()
+
+
+def test_only_launches_onto_an_idle_launcher_looked_at_closely_are_timed(acc):
+    """A launch queued behind another, or found finished by a look long after the last one, would time
+    the other launch or the caller: neither is added."""
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3)
+    launcher = s.launcher
+    queued = [acc.launch(s.prepared) for _ in range(4)]
+    assert launcher.submitted_at[queued[0] % launching.MARKS] > 0  # the first found the launcher idle
+    assert all(launcher.submitted_at[t % launching.MARKS] == 0.0 for t in queued[1:])
+    acc.wait_launch(s.prepared, queued[-1], 60)
+    before = launcher.route_times.added
+    ticket = acc.launch(s.prepared)
+    launcher._wait_value(ticket, None)  # finished on the device before anyone looked
+    assert acc.poll_launch(s.prepared, ticket)  # the first look sees it: no look missed it just before
+    assert launcher.route_times.added == before
+    s.close()
+
+
+def test_pinned_routes_hold_whatever_the_times_say(acc):
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3)
+    launcher = s.launcher
+    for route in (True, False):
+        launcher.route_times.times[route].extend([1e-3 if route else 1e-6] * launcher.route_times.window)
+    launcher.pin_marking(True)
+    tickets = [acc.launch(s.prepared) for _ in range(8)]
+    acc.wait_launch(s.prepared, tickets[-1], 60)
+    assert all(_marked(launcher, tickets[0], tickets[-1]))
+    launcher.pin_marking(None)  # back to the times, which favour the counter
+    assert not launcher.marking and launcher.probe_every == launching.PROBE_EVERY
     s.close()
 
 

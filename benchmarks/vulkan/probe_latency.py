@@ -203,8 +203,17 @@ def main() -> None:
         )
     )
     launcher = acc._record(prepared, type(prepared)).native
-    print(f"prepared launches: {launcher.issued}, marked while deciding: {launcher.marking}", flush=True)
-    # the two routes the launcher chooses between, each forced (ADR 0017)
+    times = launcher.route_times
+    medians = ", ".join(
+        f"{label} {1e6 * m:.1f} us" if (m := times.median(route)) is not None else f"{label} untimed"
+        for route, label in ((True, "marked"), (False, "unmarked"))
+    )
+    print(
+        f"prepared launches: {launcher.issued} ({times.added} timed), chosen route: "
+        f"{'marked' if launcher.marking else 'unmarked'} (latest medians: {medians})",
+        flush=True,
+    )
+    # the two routes the launcher chooses between, each forced (ADR 0017, ADR 0021)
     for pinned, label in ((True, "every launch marked"), (False, "no launch marked")):
         launcher.pin_marking(pinned)
         rows.append((f"  prepared, {label}", timed(args.count, launch)))

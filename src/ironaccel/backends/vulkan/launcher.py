@@ -13,10 +13,11 @@ A ticket's run has finished when the semaphore's counter has reached it (vkGetSe
 every poll while a read is cheap, at most every SEMAPHORE_EVERY_S while it is not) or when the word shows
 it or a later marked ticket, whichever is seen first. On the H200 the driver's report of a signal took
 18-64 us after the submit, from one machine session to the next, where the written word was seen after
-20-22 us in every session; in the fast sessions a submission without the mark was seen finished through
-the semaphore after 18-20 us (benchmarks/vulkan/NOTES.md v11, v12). So launches are marked while the word
-is the first to tell, and otherwise only every PROBE_EVERY launches, to notice when it would be again
-(``_look``).
+20-22 us in every session; in the fast sessions an unmarked launch was seen finished through the
+semaphore after 16.7-20 us, a marked one after 20 us (benchmarks/vulkan/NOTES.md v11, v12, v14). So
+each route's launches are timed from the submit to the look that saw them finished (:mod:`.route_times`,
+ADR 0021), launches take the faster route, and one in PROBE_EVERY takes the other, to notice when it
+becomes the faster. Until both are timed, launches alternate.
 
 The word is written after the program's final barrier, which makes its results visible to the host, so
 a host that sees it may read them, or write its inputs again. Only the semaphore says that the submission
@@ -45,13 +46,16 @@ from . import binding, commands
 from .device import Device
 from .memory import Memory
 from .program import LoadedProgram
+from .route_times import RouteTimes
 from .submit import SPIN_S, record_copies  # waits spin as long as the ring's do
 
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
 SEMAPHORE_EVERY_S = 20e-6  # how often a poll that does not see the word asks a slow-to-read semaphore
 CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
 MARKS = 2 * IN_FLIGHT  # ticket slots, one per mark command buffer: a slot is rewritten only after its run ended
-PROBE_EVERY = 64  # while launches go unmarked, one in this many is marked, to see whether the word is first again
+PROBE_EVERY = 64  # one launch in this many takes the route not chosen, so that its time stays known
+EXPLORE_EVERY = 2  # until both routes are timed, every other launch takes the other one
+ATTENTIVE_S = 10e-6  # a look this soon after the last one that missed its ticket times it (route_times)
 _WORD = 0xFFFFFFFF  # the word holds a ticket modulo 2^32 (unambiguous: see _shown)
 # Marked launches come at most this far apart even with marking pinned off: IN_FLIGHT + 1 such gaps stay
 # below 2^32, which keeps the word unambiguous (_shown).
@@ -75,12 +79,19 @@ class Launcher:
         self.last_read = 0.0  # time.perf_counter() after the last read of the semaphore's counter
         self.read_every = 0.0  # seconds between counter reads: 0 while reads are cheap
         self.reached_value = 0  # the last ticket seen finished (by the word or the counter)
-        self.counted = 0  # the counter's value at its last read
         self.last_marked = 0  # the newest marked ticket
+        self.last_plain = 0  # the newest unmarked ticket
         self.marked_launches = 0  # how many launches were marked (a benchmark reports it)
-        self.marking = True  # mark launches: until a marked run is seen, nothing says the counter is first
+        self.marking = True  # the chosen route: marked, until the times say otherwise
         self.pinned: bool | None = None  # marking fixed by pin_marking (a benchmark's comparison)
-        self.probe_every = PROBE_EVERY
+        self.probe_every = EXPLORE_EVERY
+        self.route_times = RouteTimes()
+        # Per ticket slot: when the launch was submitted, if onto an idle launcher (else 0: not timed),
+        # and whether it was marked.
+        self.submitted_at = [0.0] * MARKS
+        self.was_marked = [False] * MARKS
+        self.missed_ticket = 0  # the ticket the last look did not see finished ...
+        self.missed_at = 0.0  # ... and when that look ended
         self.bare_launches = 0  # launches submitted without the recording's first barrier (see launch)
         self.program = program  # pinned by the runtime while prepared
         self.command_pool: Any = None
@@ -159,11 +170,16 @@ class Launcher:
                 if ticket - self.reached_value > IN_FLIGHT:
                     raise Busy(f"{IN_FLIGHT} launches of this prepared submission are running")
             self.signal.value = ticket
-            marked = self.marking or ticket - self.last_marked >= self.probe_every
+            if self.marking:
+                marked = self.pinned is not None or ticket - self.last_plain < self.probe_every
+            else:
+                marked = ticket - self.last_marked >= self.probe_every
+            slot = ticket % MARKS
             if marked:
-                slot = ticket % MARKS
                 self.words[_SLOT0 + slot] = ticket & _WORD  # visible to the copy: the submit orders host writes
             device = self.device
+            idle = self.reached_value == self.issued
+            start = time.perf_counter()
             with self._submit_lock:
                 # ... so a launch after such a tail needs no first barrier of its own: that last barrier
                 # already orders its work after everything earlier and makes earlier writes visible to it.
@@ -175,9 +191,13 @@ class Launcher:
             if code:
                 raise binding.result_error(code, "vkQueueSubmit2")  # not accepted: the ticket is not used
             self.issued = ticket
+            self.submitted_at[slot] = start if idle else 0.0
+            self.was_marked[slot] = marked
             if marked:
                 self.last_marked = ticket
                 self.marked_launches += 1
+            else:
+                self.last_plain = ticket
             if bare:
                 self.bare_launches += 1
             return ticket
@@ -199,18 +219,40 @@ class Launcher:
         took tens of microseconds and delayed the looks that would have seen the word, and then it is read
         only every SEMAPHORE_EVERY_S.
 
-        Each look also settles whether to mark launches, from the newest marked run: the word showing it
-        before any counter read did keeps marking on (``_word``); the counter showing it while the word,
-        read after the counter, still does not turns marking off (``_read``). A tie keeps what was decided."""
-        if ticket <= self._word():
-            return True
+        A look that sees the ticket finished, just after a look that missed it, times its launch
+        (``_timed``): the caller was looking all along, so the time is the route's, not the caller's."""
         start = time.perf_counter()
-        if start - self.last_read < self.read_every:
-            return False
-        done = ticket <= self._read()
-        self.last_read = end = time.perf_counter()
-        self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
+        if ticket <= self._word():
+            done = True
+        elif start - self.last_read < self.read_every:
+            done = False
+        else:
+            done = ticket <= self._read()
+            self.last_read = end = time.perf_counter()
+            self.read_every = 0.0 if end - start < CHEAP_READ_S else SEMAPHORE_EVERY_S
+        if not done:
+            self.missed_ticket, self.missed_at = ticket, time.perf_counter()
+        elif ticket == self.missed_ticket and start - self.missed_at < ATTENTIVE_S:
+            self._timed(ticket)
         return done
+
+    def _timed(self, ticket: int) -> None:
+        """Add the submit -> seen time of ``ticket``'s launch, if it was submitted onto an idle launcher,
+        and choose the route again when a choice is due."""
+        slot = ticket % MARKS
+        submitted = self.submitted_at[slot]
+        if not submitted:
+            return
+        self.submitted_at[slot] = 0.0
+        if self.route_times.add(self.was_marked[slot], time.perf_counter() - submitted) and self.pinned is None:
+            self._choose()
+
+    def _choose(self) -> None:
+        faster = self.route_times.marked_is_faster()
+        if faster is None:
+            self.marking, self.probe_every = True, EXPLORE_EVERY
+        else:
+            self.marking, self.probe_every = faster, PROBE_EVERY
 
     def _shown(self) -> int:
         """The ticket the word shows finished: the newest marked ticket not above ``last_marked`` that is
@@ -225,30 +267,27 @@ class Launcher:
         shown = self._shown()
         if shown > self.reached_value:
             self.reached_value = shown
-            if shown > self.counted and self.pinned is None:
-                self.marking = True  # the word told of a run that no counter read had
         return self.reached_value
 
     def _read(self) -> int:
         code = self._counter(self._handle, self.semaphore, self.seen)
         if code:
             raise binding.result_error(code, "vkGetSemaphoreCounterValue")
-        value = self.counted = int(self.seen[0])
+        value = int(self.seen[0])
         if value > self.reached_value:
-            marked = self.last_marked
-            if self.reached_value < marked <= value and self.pinned is None and self._shown() < marked:
-                self.marking = False  # the counter told of a marked run before its word did
             self.reached_value = value
         return value
 
     def pin_marking(self, marking: bool | None) -> None:
         """Mark every launch (True), none (False: in fact one in _MARK_AT_LEAST, so that the word stays
-        unambiguous), or decide from what is seen first (None, the default). For comparing the two routes
-        on a device."""
+        unambiguous), or choose by the routes' times (None, the default). For comparing the two routes
+        on a device. Launches made while pinned are timed too."""
         with self.lock:
             self.pinned = marking
-            self.marking = True if marking is None else marking
-            self.probe_every = PROBE_EVERY if marking is None else _MARK_AT_LEAST
+            if marking is None:
+                self._choose()
+            else:
+                self.marking, self.probe_every = marking, _MARK_AT_LEAST
 
     def wait(self, ticket: int, timeout: float | None) -> bool:
         with self.lock:

@@ -14,10 +14,12 @@
 // probe material only. TENSOR 2 keeps the clamped layouts for workgroups whose tile crosses an edge and
 // gives the others layouts without clamping, which the driver need not bounds-check (probe material).
 // AHEAD 1 issues the next step's loads before the multiply-add, in case the
-// compiler does not overlap them by itself.
+// compiler does not overlap them by itself. INLOOP 1 declares the slices inside the loop and loads them
+// just before their multiply-add, so no matrix is carried from one step to the next. PLANES 1 gives the
+// tensor layouts two dimensions and reaches batch n by an element offset.
 //
 // The including .comp defines WG_INVOCATIONS (the workgroup size the driver lists the configuration
-// for), TILE_M, TILE_N, TILE_K, TENSOR and AHEAD. glslang 13 has no GL_NV_cooperative_matrix2: every
+// for), TILE_M, TILE_N, TILE_K, TENSOR, AHEAD, INLOOP and PLANES. glslang 13 has no GL_NV_cooperative_matrix2: every
 // including .comp carries the line "// compiler: slang-glslang" (scripts/slang-glslang).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
@@ -43,6 +45,12 @@
 #ifndef AHEAD
 #define AHEAD 0
 #endif
+#ifndef INLOOP
+#define INLOOP 0
+#endif
+#ifndef PLANES
+#define PLANES 0
+#endif
 
 layout(local_size_x = WG_INVOCATIONS, local_size_y = 1, local_size_z = 1) in;
 
@@ -60,7 +68,11 @@ layout(push_constant, std430) uniform Params {
 #define SliceA coopmat<float16_t, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
 #define SliceB coopmat<float16_t, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
 #define Tile coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
+#if PLANES
+#define Layout tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV>
+#else
 #define Layout tensorLayoutNV<3, gl_CooperativeMatrixClampModeConstantNV>
+#endif
 #define Unclamped tensorLayoutNV<3>
 
 // One workgroup's tile: LOAD_A / LOAD_B / STORE name the addressing.
@@ -77,6 +89,19 @@ layout(push_constant, std430) uniform Params {
         acc = coopMatMulAdd(sa, sb, acc); \
         if (k0 < p.C) { LOAD_A(sa, k0); LOAD_B(sb, k0); }
 #endif
+#if INLOOP
+#define TILE_LOOP() { \
+    Tile acc = Tile(0.0); \
+    for (uint k0 = 0u; k0 < p.C; k0 += TILE_K) { \
+        SliceA sa; \
+        SliceB sb; \
+        LOAD_A(sa, k0); \
+        LOAD_B(sb, k0); \
+        acc = coopMatMulAdd(sa, sb, acc); \
+    } \
+    STORE(acc); \
+}
+#else
 #define TILE_LOOP() { \
     Tile acc = Tile(0.0); \
     SliceA sa; \
@@ -86,12 +111,22 @@ layout(push_constant, std430) uniform Params {
     for (uint k0 = TILE_K; k0 < p.C + TILE_K; k0 += TILE_K) { STEP(k0) } \
     STORE(acc); \
 }
+#endif
 
 void main() {
     uint n = p.batch_base + gl_WorkGroupID.z;
     uint row0 = gl_WorkGroupID.y * TILE_M;
     uint col0 = gl_WorkGroupID.x * TILE_N;
-#if TENSOR
+#if TENSOR && PLANES
+    // Two-dimensional layouts over batch n's planes, reached by element offsets.
+    Layout la = setTensorLayoutDimensionNV(createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV), p.H, p.C);
+    Layout lb = setTensorLayoutDimensionNV(createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV), p.C, p.W);
+    Layout lo = setTensorLayoutDimensionNV(createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV), p.H, p.W);
+#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, n * p.H * p.C, sliceTensorLayoutNV(la, row0, TILE_M, k, TILE_K))
+#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, n * p.C * p.W, sliceTensorLayoutNV(lb, k, TILE_K, col0, TILE_N))
+#define STORE(m) coopMatStoreTensorNV(m, outv, n * p.H * p.W, sliceTensorLayoutNV(lo, row0, TILE_M, col0, TILE_N))
+    TILE_LOOP()
+#elif TENSOR
     // Only batch n is addressed, so n + 1 batches suffice as the outer dimension.
     Layout la = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.H, p.C);
     Layout lb = setTensorLayoutDimensionNV(createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV), n + 1u, p.C, p.W);
