@@ -136,25 +136,14 @@ void main() {
 #define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N))
 #if TENSOR == 2
     if (row0 + TILE_M <= p.H && col0 + TILE_N <= p.W && p.C % TILE_K == 0u) {
-        // Every load and store of this tile is in bounds (uniform across the workgroup).
-        Unclamped ua = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.C);
-        Unclamped ub = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.C, p.W);
-        Unclamped uo = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.W);
-#undef LOAD_A
-#undef LOAD_B
-#undef STORE
-#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(ua, n, 1u, row0, TILE_M, k, TILE_K))
-#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(ub, n, 1u, k, TILE_K, col0, TILE_N))
-#define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(uo, n, 1u, row0, TILE_M, col0, TILE_N))
+        // Every load and store of this tile is in bounds (uniform across the workgroup): the same loop
+        // through layouts of the same names that do not clamp.
+        Unclamped la = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.C);
+        Unclamped lb = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.C, p.W);
+        Unclamped lo = setTensorLayoutDimensionNV(createTensorLayoutNV(3), n + 1u, p.H, p.W);
         TILE_LOOP()
         return;
     }
-#undef LOAD_A
-#undef LOAD_B
-#undef STORE
-#define LOAD_A(m, k) coopMatLoadTensorNV(m, a, 0u, sliceTensorLayoutNV(la, n, 1u, row0, TILE_M, k, TILE_K))
-#define LOAD_B(m, k) coopMatLoadTensorNV(m, b, 0u, sliceTensorLayoutNV(lb, n, 1u, k, TILE_K, col0, TILE_N))
-#define STORE(m) coopMatStoreTensorNV(m, outv, 0u, sliceTensorLayoutNV(lo, n, 1u, row0, TILE_M, col0, TILE_N))
 #endif
     TILE_LOOP()
 #else
