@@ -10,6 +10,7 @@ what only the native launcher has. Every test ends with no Vulkan layer message 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -187,6 +188,38 @@ def test_only_launches_onto_an_idle_launcher_looked_at_closely_are_timed(acc):
     launcher._wait_value(ticket, None)  # finished on the device before anyone looked
     assert acc.poll_launch(s.prepared, ticket)  # the first look sees it: no look missed it just before
     assert launcher.route_times.added == before
+    s.close()
+
+
+def test_an_unmarked_launch_is_seen_through_a_slow_counter(acc):
+    """While counter reads are slow they are spaced out for tickets the word will show; an unmarked
+    ticket only the counter can show, so polls read it every time rather than never seeing the ticket."""
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3)
+    launcher = s.launcher
+    launcher.pin_marking(False)
+    ticket = acc.launch(s.prepared)
+    launcher._wait_value(ticket, None)
+    launcher.read_every, launcher.last_read = 1e9, time.perf_counter()  # a read is never due
+    assert acc.poll_launch(s.prepared, ticket)
+    s.close()
+
+
+def test_a_wait_the_driver_ended_returns_whatever_the_looks_saw(acc, monkeypatch):
+    """A wait that ends in vkWaitSemaphores has its answer: the counter reached the ticket. It used to
+    look once more, and a look that skipped the counter made an unbounded wait raise DeadlineExpired."""
+    n = 64
+    s = Bound(acc, add_artifact(n), [4 * n] * 3)
+    launcher = s.launcher
+    x = np.arange(n, dtype=np.float32)
+    s.write(0, x)
+    s.write(1, x)
+    monkeypatch.setattr(launcher, "_look", lambda ticket: False)  # no look sees anything
+    ticket = acc.launch(s.prepared)
+    acc.wait_launch(s.prepared, ticket)  # no timeout: must return, not raise
+    monkeypatch.undo()
+    assert acc.poll_launch(s.prepared, ticket)
+    np.testing.assert_array_equal(s.read(2), 2 * x)
     s.close()
 
 

@@ -59,6 +59,9 @@ class Loaded:
         self.dev, self.acc = dev, dev.accelerator
         self.exe = dev.compile(program, resident_bytes=1 << 40)
         self.buffers = []
+        # set by prepared_latency_us on a Vulkan launcher: its latest route medians, its counter reads
+        self.route_medians_us: dict[str, float | None] | None = None
+        self.slow_counter_reads: bool | None = None
         specs = (*self.exe.inputs, *self.exe.outputs)
         for spec in specs:
             desc = BufferDesc(max(spec.nbytes, 1), MemoryDomain.DEVICE, USAGE)
@@ -108,6 +111,13 @@ class Loaded:
                 self.acc.wait_launch(prepared, self.acc.launch(prepared))
                 samples.append(time.perf_counter() - start)
             marked = None if marked_before is None else (launcher.marked_launches - marked_before) / count
+            routes = getattr(launcher, "route_times", None)
+            if routes is not None:  # why the launcher chose as it did: its latest times, its counter reads
+                self.route_medians_us = {
+                    label: None if (m := routes.median(key)) is None else m * 1e6
+                    for key, label in ((True, "marked"), (False, "unmarked"))
+                }
+                self.slow_counter_reads = launcher.read_every > 0
         finally:
             self.acc.release_prepared(prepared)
         return statistics.median(samples) * 1e6, marked
@@ -292,6 +302,8 @@ def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
         "median_us": median,
         "prepared_median_us": prepared,
         "prepared_marked": marked,
+        "route_medians_us": loaded.route_medians_us,
+        "slow_counter_reads": loaded.slow_counter_reads,
         "user_api_median_us": statistics.median(user) * 1e6,
     }
 
@@ -440,6 +452,12 @@ def table(results: dict[str, Any]) -> str:
         if "prepared_median_us" in r:
             marked = r.get("prepared_marked")
             note = "" if marked is None else f" ({100 * marked:.0f}% of launches marked)"
+            if r.get("route_medians_us"):
+                times = ", ".join(
+                    f"{k} {'untimed' if v is None else f'{v:.1f} us'}" for k, v in r["route_medians_us"].items()
+                )
+                slow = "; counter reads slow" if r.get("slow_counter_reads") else ""
+                note += f" (latest route medians: {times}{slow})"
             lines.append(
                 f"| launch->complete, {r['ops']}-operator program, prepared | {r['prepared_median_us']:.1f} us median"
                 f"{note} | | | {target} | {_verdict(r['prepared_median_us'], one)} |"

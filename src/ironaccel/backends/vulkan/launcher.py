@@ -10,11 +10,12 @@ memory. A launch picks its submit info, sets the signal value and submits: no fe
 find, no event to create.
 
 A ticket's run has finished when the semaphore's counter has reached it (vkGetSemaphoreCounterValue:
-every poll while a read is cheap, at most every SEMAPHORE_EVERY_S while it is not) or when the word shows
-it or a later marked ticket, whichever is seen first. On the H200 the driver's report of a signal took
-18-64 us after the submit, from one machine session to the next, where the written word was seen after
-20-22 us in every session; in the fast sessions an unmarked launch was seen finished through the
-semaphore after 16.7-20 us, a marked one after 20 us (benchmarks/vulkan/NOTES.md v11, v12, v14). So
+every poll while a read is cheap or the word cannot show the ticket, else at most every
+SEMAPHORE_EVERY_S) or when the word shows it or a later marked ticket, whichever is seen first. On the
+H200 the driver's report of a signal took 18-64 us after the submit, from one machine session to the
+next, where the written word was seen after 20-22 us in every session; in the fast sessions an unmarked
+launch was seen finished through the semaphore after 16.7-20 us, a marked one after 20 us
+(benchmarks/vulkan/NOTES.md v11, v12, v14). So
 each route's launches are timed from the submit to the look that saw them finished (:mod:`.route_times`,
 ADR 0021), launches take the faster route, and one in PROBE_EVERY takes the other, to notice when it
 becomes the faster. Until both are timed, launches alternate.
@@ -221,15 +222,16 @@ class Launcher:
         """One look at whether ``ticket``'s run finished: the word, then the semaphore's counter when a read
         is due. The counter is read on every look while reading it is cheap; in some driver states a read
         took tens of microseconds and delayed the looks that would have seen the word, and then it is read
-        only every SEMAPHORE_EVERY_S.
+        only every SEMAPHORE_EVERY_S, while the word can show the ticket (a marked launch at or after it);
+        for a later ticket only the counter can, so it is read on every look.
 
         A look that sees the ticket finished, just after a look that missed it, times its launch
         (``_timed``): the caller was looking all along, so the time is the route's, not the caller's."""
         start = time.perf_counter()
         if ticket <= self._word():
             done = True
-        elif start - self.last_read < self.read_every:
-            done = False
+        elif start - self.last_read < self.read_every and ticket <= self.last_marked:
+            done = False  # the word will show it: spare the slow read
         else:
             done = ticket <= self._read()
             self.last_read = end = time.perf_counter()
@@ -317,7 +319,12 @@ class Launcher:
             return False
         if code:
             raise binding.result_error(code, "vkWaitSemaphores")
-        return self.reached(ticket)
+        # The counter reached the ticket: that is the answer. A look here could skip the counter (one was
+        # read moments ago, in the spin) and not see an unmarked ticket finished.
+        with self.lock:
+            if ticket > self.reached_value:
+                self.reached_value = ticket
+        return True
 
     def _spin(self, ticket: int, seconds: float) -> bool:
         """Look (as ``reached`` does) for up to ``seconds``: whether the run finished. A blocking wait woke
