@@ -73,7 +73,11 @@ layout(push_constant, std430) uniform Params {
 #else
 #define Layout tensorLayoutNV<3, gl_CooperativeMatrixClampModeConstantNV>
 #endif
+#if PLANES
+#define Unclamped tensorLayoutNV<2>
+#else
 #define Unclamped tensorLayoutNV<3>
+#endif
 
 // One workgroup's tile: LOAD_A / LOAD_B / STORE name the addressing.
 #if AHEAD
@@ -125,6 +129,16 @@ void main() {
 #define LOAD_A(m, k) coopMatLoadTensorNV(m, a, n * p.H * p.C, sliceTensorLayoutNV(la, row0, TILE_M, k, TILE_K))
 #define LOAD_B(m, k) coopMatLoadTensorNV(m, b, n * p.C * p.W, sliceTensorLayoutNV(lb, k, TILE_K, col0, TILE_N))
 #define STORE(m) coopMatStoreTensorNV(m, outv, n * p.H * p.W, sliceTensorLayoutNV(lo, row0, TILE_M, col0, TILE_N))
+#if TENSOR == 2
+    if (row0 + TILE_M <= p.H && col0 + TILE_N <= p.W && p.C % TILE_K == 0u) {
+        // As below for three dimensions: interior tiles through layouts that do not clamp.
+        Unclamped la = setTensorLayoutDimensionNV(createTensorLayoutNV(2), p.H, p.C);
+        Unclamped lb = setTensorLayoutDimensionNV(createTensorLayoutNV(2), p.C, p.W);
+        Unclamped lo = setTensorLayoutDimensionNV(createTensorLayoutNV(2), p.H, p.W);
+        TILE_LOOP()
+        return;
+    }
+#endif
     TILE_LOOP()
 #elif TENSOR
     // Only batch n is addressed, so n + 1 batches suffice as the outer dimension.
