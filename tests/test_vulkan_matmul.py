@@ -143,7 +143,9 @@ WORKGROUP_FP16 = "fp16:16x16x16:fp32@256"
 def test_workgroup_kernel_where_the_device_lists_a_fitting_configuration():
     wg = frozenset({mm.COOP_FP16, WORKGROUP_FP16})
     (step,) = _plan((1, 300, 258, 200), "fp16", "fp32", matrix_tiles=wg).steps  # any shape: tensor layouts
-    assert step.shader == "matmul_wg_coop" and step.groups == (2, 3, 1)
+    rows, cols = mm.WG_TILE
+    assert step.shader == "matmul_wg_coop" and step.groups == (-(-200 // cols), -(-300 // rows), 1)
+    assert step.groups == (1, 3, 1)  # 128 x 256 tiles
     steps = _plan((1, 64, 64, 64), "fp16", "fp16", matrix_tiles=wg).steps
     assert [s.shader for s in steps] == ["matmul_wg_coop", "cast"]
     # another workgroup size, a granularity that does not divide the tile, an fp16 accumulator

@@ -14,8 +14,8 @@ Four kernels, chosen at load from the shape, the types and what the device offer
 * ``matmul_coop.comp`` (fp16 inputs, devices with VK_KHR_cooperative_matrix listing fp16 16 x 16 x 16
   with an fp32 accumulator): subgroup matrix multiply-accumulate on tiles staged in shared memory.
 * ``matmul_wg_coop.comp`` (fp16 inputs, devices opened with workgroup-scope matrices that list a fitting
-  fp16 configuration, :func:`workgroup_fits`): one 128 x 128 accumulator per workgroup, slices loaded
-  through tensor layouts, the staging left to the driver (ADR 0020). Any shape.
+  fp16 configuration, :func:`workgroup_fits`): one 128 x 256 accumulator per workgroup, slices loaded
+  through two-dimensional tensor layouts, the staging left to the driver (ADR 0020). Any shape.
 
 Accumulation is fp32 for both of TOSA's fp16 accumulator types (more accurate than an fp16
 accumulator, within the specification's dot-product bound); an fp16 result is the fp32 one rounded
@@ -38,7 +38,7 @@ from .fp16 import convert, widening
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
 COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
 COOP_BK = 32
-WG_TILE = (128, 128)  # matmul_wg_coop.comp: output rows and columns per workgroup,
+WG_TILE = (128, 256)  # matmul_wg_coop.comp: output rows and columns per workgroup,
 WG_STEP = 32  # C per step,
 WG_INVOCATIONS = 256  # and the workgroup size the device must list its configuration for
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k

@@ -1,15 +1,20 @@
 #version 460
 // MATMUL fp16 x fp16 with fp32 accumulation on workgroup-scope cooperative matrices: a workgroup of
-// 256 invocations computes a 128 x 128 output tile in 32-deep steps, loading through tensor layouts
-// (any shape). Chosen at load instead of matmul_coop.comp only where the device was opened with
-// workgroup matrices and lists fp16 16 x 16 x 16 (or a finer granularity) with an fp32 accumulator at
-// 256 invocations (ops/matmul.py). The body: include/matmul_wg.glsl.
+// 256 invocations computes a 128 x 256 output tile in 32-deep steps, each step's slices loaded just
+// before their multiply-add through two-dimensional tensor layouts (any shape). Of the forms measured
+// on the H200 (benchmarks/vulkan/NOTES.md v13-v16) this one was the fastest: 7.4 ms at 8192^3 against
+// 18.8 ms for 128 x 128 tiles through three-dimensional layouts with the slices carried across steps.
+// Chosen at load instead of matmul_coop.comp only where the device was opened with workgroup matrices
+// and lists fp16 16 x 16 x 16 (or a finer granularity) with an fp32 accumulator at 256 invocations
+// (ops/matmul.py). The body: include/matmul_wg.glsl.
 // compiler: slang-glslang
 #define WG_INVOCATIONS 256
 #define TILE_M 128
-#define TILE_N 128
+#define TILE_N 256
 #define TILE_K 32
 #define TENSOR 1
 #define AHEAD 0
+#define INLOOP 1
+#define PLANES 1
 #extension GL_GOOGLE_include_directive : require
 #include "include/matmul_wg.glsl"

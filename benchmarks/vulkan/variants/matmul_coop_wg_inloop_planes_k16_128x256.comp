@@ -1,0 +1,13 @@
+#version 460
+// Workgroup-scope matrices, as matmul_wg_coop.comp but 128 x 256 tiles in 16-deep steps, slices loaded inside the loop through two-dimensional layouts: see include/matmul_wg.glsl.
+// compiler: slang-glslang
+#define WG_INVOCATIONS 256
+#define TILE_M 128
+#define TILE_N 256
+#define TILE_K 16
+#define TENSOR 1
+#define AHEAD 0
+#define INLOOP 1
+#define PLANES 1
+#extension GL_GOOGLE_include_directive : require
+#include "include/matmul_wg.glsl"
