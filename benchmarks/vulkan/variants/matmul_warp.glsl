@@ -1,0 +1,279 @@
+// Probe material: matmul.comp with its invocations placed by subgroup (warp tiling). A subgroup of
+// LANES_N x (32 / LANES_N) invocations covers one contiguous block of the workgroup tile, its invocations'
+// runs of 4 spaced LANES_N * 4 columns and (32 / LANES_N) * 4 rows apart inside that block, so a subgroup's
+// reads of a shared slice touch fewer vec4s per k (A: 32 / LANES_N, B: LANES_N) than matmul.comp's
+// (A: 2, B: 16). Each output is still one fma chain in k order: results are bit-identical to matmul.comp.
+// STAGE_BY_ROW: invocations stage A's slice by row (neighbours take neighbouring rows), so its transposed
+// stores into shared memory are contiguous instead of meeting in the same banks.
+//
+// Specialization constants and push constants as matmul.comp.
+#extension GL_GOOGLE_include_directive : require
+#include "include/float_controls.glsl"
+#include "include/fp16.glsl"
+
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z = 1) in;
+layout(constant_id = 2) const uint TM = 8u;
+layout(constant_id = 3) const uint TN = 8u;
+layout(constant_id = 4) const uint BK = 8u;
+layout(constant_id = 5) const uint IN_FP16 = 0u;
+layout(constant_id = 6) const uint VEC = 0u;
+
+const uint TX = gl_WorkGroupSize.x;
+const uint TY = gl_WorkGroupSize.y;
+const uint THREADS = TX * TY;
+const uint BM = TY * TM;
+const uint BN = TX * TN;
+const uint AQ = BM * BK / 4u;  // vec4s per A slice
+const uint BQ = BN * BK / 4u;
+const uint A_LOADS = (AQ + THREADS - 1u) / THREADS;  // vec4s each invocation stages per step
+const uint B_LOADS = (BQ + THREADS - 1u) / THREADS;
+const uint GROUP = 8u;  // row tiles walked down before the next column (see main)
+#ifndef LANES_N
+#define LANES_N 8u
+#endif
+const uint LN = TX < LANES_N ? TX : LANES_N;  // a subgroup's invocations along the columns
+const uint LM = (32u / LN) < TY ? (32u / LN) : TY;  // and along the rows
+
+layout(set = 0, binding = 0, std430) readonly buffer A { float a[]; };
+layout(set = 0, binding = 0, std430) readonly buffer A4 { vec4 a4[]; };
+layout(set = 0, binding = 0, std430) readonly buffer AH { uint ah[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B { float b[]; };
+layout(set = 0, binding = 1, std430) readonly buffer B4 { vec4 b4[]; };
+layout(set = 0, binding = 1, std430) readonly buffer BH { uint bh[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out4 { vec4 outv4[]; };
+
+layout(push_constant, std430) uniform Params {
+    uint batch_base;  // first batch of this dispatch (batches beyond the z group limit)
+    uint H;
+    uint C;
+    uint W;
+    uint slices;  // split-k slices (1: no split)
+    uint KS;      // C per slice, a multiple of BK
+} p;
+
+shared vec4 sa[2][AQ];  // [k][m / 4]: the A slice transposed
+shared vec4 sb[2][BQ];  // [k][n / 4]
+
+float load_a(uint index) {
+    if (IN_FP16 != 0u) {
+        uint bits = (ah[index >> 1] >> ((index & 1u) << 4)) & 0xffffu;
+        return uintBitsToFloat(ia_f16_bits_to_f32_bits(bits));
+    }
+    return a[index];
+}
+
+float load_b(uint index) {
+    if (IN_FP16 != 0u) {
+        uint bits = (bh[index >> 1] >> ((index & 1u) << 4)) & 0xffffu;
+        return uintBitsToFloat(ia_f16_bits_to_f32_bits(bits));
+    }
+    return b[index];
+}
+
+// vec4 q of the A slice starting at k0: rows m = q / (BK / 4), columns k0 + 4 (q % (BK / 4)) + 0..3.
+vec4 fetch_a(uint q, uint a_base, uint row0, uint k0, uint k_end) {
+#ifdef STAGE_BY_ROW
+    uint m = q % BM;
+    uint k = k0 + 4u * (q / BM);
+#else
+    uint m = q / (BK / 4u);
+    uint k = k0 + 4u * (q % (BK / 4u));
+#endif
+    uint row = row0 + m;
+    if (row >= p.H || k >= k_end) {
+        return vec4(0.0);
+    }
+    uint at = a_base + row * p.C + k;
+    if (VEC != 0u) {
+        return a4[at >> 2];  // C % 4 == 0 and k_end a multiple of 4: the vector is whole
+    }
+    vec4 v;
+    for (uint i = 0u; i < 4u; ++i) {
+        v[i] = k + i < k_end ? load_a(at + i) : 0.0;
+    }
+    return v;
+}
+
+// vec4 q of the B slice: row k0 + q / (BN / 4), columns col0 + 4 (q % (BN / 4)) + 0..3.
+vec4 fetch_b(uint q, uint b_base, uint col0, uint k0, uint k_end) {
+    uint k = k0 + q / (BN / 4u);
+    uint col = col0 + 4u * (q % (BN / 4u));
+    if (k >= k_end || col >= p.W) {
+        return vec4(0.0);
+    }
+    uint at = b_base + k * p.W + col;
+    if (VEC != 0u) {
+        return b4[at >> 2];
+    }
+    vec4 v;
+    for (uint i = 0u; i < 4u; ++i) {
+        v[i] = col + i < p.W ? load_b(at + i) : 0.0;
+    }
+    return v;
+}
+
+void stage(uint buf, vec4 ra[A_LOADS], vec4 rb[B_LOADS], uint tid) {
+    for (uint i = 0u; i < A_LOADS; ++i) {
+        uint q = tid + i * THREADS;
+        if (q < AQ) {
+#ifdef STAGE_BY_ROW
+            uint m = q % BM;
+            uint k = 4u * (q / BM);
+#else
+            uint m = q / (BK / 4u);
+            uint k = 4u * (q % (BK / 4u));
+#endif
+            // transposed: element (m, k + j) goes to sa[k + j][m]
+            for (uint j = 0u; j < 4u; ++j) {
+                sa[buf][(k + j) * (BM / 4u) + (m >> 2)][m & 3u] = ra[i][j];
+            }
+        }
+    }
+    for (uint i = 0u; i < B_LOADS; ++i) {
+        uint q = tid + i * THREADS;
+        if (q < BQ) {
+            sb[buf][q] = rb[i];
+        }
+    }
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.y * TX + gl_LocalInvocationID.x;
+    uint lane = tid % (LN * LM);
+    uint warp = tid / (LN * LM);
+    // vec4 offsets of this invocation's first run in a row of the A and B slices
+    uint a_off = (warp / (TX / LN)) * (LM * TM / 4u) + lane / LN;
+    uint b_off = (warp % (TX / LN)) * (LN * TN / 4u) + lane % LN;
+    uint n = p.batch_base + gl_WorkGroupID.z / p.slices;
+    uint slice = gl_WorkGroupID.z % p.slices;
+    // Tiles in bands of GROUP rows: workgroups launched together share GROUP panels of A and a
+    // narrower band of B, so more of their global loads hit in L2. The mapping is one-to-one and changes no
+    // output's arithmetic. On the H200 it took 8192^3 from 30.79 to 29.60 ms (benchmarks/vulkan/NOTES.md
+    // v11); matmul_coop, bound elsewhere, did not gain.
+    uint nx = gl_NumWorkGroups.x;
+    uint pid = gl_WorkGroupID.y * nx + gl_WorkGroupID.x;
+    uint first = (pid / (GROUP * nx)) * GROUP;
+    uint rows = min(gl_NumWorkGroups.y - first, GROUP);
+    uint local = pid % (GROUP * nx);
+    uint row0 = (first + local % rows) * BM;
+    uint col0 = (local / rows) * BN;
+    uint a_base = n * p.H * p.C;
+    uint b_base = n * p.C * p.W;
+    uint k_begin = slice * p.KS;
+    uint k_end = min(p.C, k_begin + p.KS);
+
+    float acc[TM][TN];
+    for (uint i = 0u; i < TM; ++i) {
+        for (uint j = 0u; j < TN; ++j) {
+            acc[i][j] = 0.0;
+        }
+    }
+    vec4 ra[A_LOADS];
+    vec4 rb[B_LOADS];
+    for (uint i = 0u; i < A_LOADS; ++i) {
+        ra[i] = fetch_a(tid + i * THREADS, a_base, row0, k_begin, k_end);
+    }
+    for (uint i = 0u; i < B_LOADS; ++i) {
+        rb[i] = fetch_b(tid + i * THREADS, b_base, col0, k_begin, k_end);
+    }
+    stage(0u, ra, rb, tid);
+    barrier();
+
+    uint buf = 0u;
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        uint next = k0 + BK;
+        if (next < k_end) {  // read the next slice now; it is stored once this one is used
+            for (uint i = 0u; i < A_LOADS; ++i) {
+                ra[i] = fetch_a(tid + i * THREADS, a_base, row0, next, k_end);
+            }
+            for (uint i = 0u; i < B_LOADS; ++i) {
+                rb[i] = fetch_b(tid + i * THREADS, b_base, col0, next, k_end);
+            }
+        }
+#ifdef FRAG_AHEAD
+        // k + 1's vectors are read from shared memory before k's products, so their latency hides
+        vec4 fa[TM / 4u];
+        vec4 fb[TN / 4u];
+        for (uint i = 0u; i < TM / 4u; ++i) {
+            fa[i] = sa[buf][a_off + i * LM];
+        }
+        for (uint j = 0u; j < TN / 4u; ++j) {
+            fb[j] = sb[buf][b_off + j * LN];
+        }
+        for (uint k = 0u; k < BK; ++k) {
+            vec4 na[TM / 4u];
+            vec4 nb[TN / 4u];
+            uint k1 = k + 1u < BK ? k + 1u : k;
+            for (uint i = 0u; i < TM / 4u; ++i) {
+                na[i] = sa[buf][k1 * (BM / 4u) + a_off + i * LM];
+            }
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                nb[j] = sb[buf][k1 * (BN / 4u) + b_off + j * LN];
+            }
+            for (uint i = 0u; i < TM; ++i) {
+                for (uint j = 0u; j < TN; ++j) {
+                    acc[i][j] = fma(fa[i / 4u][i & 3u], fb[j / 4u][j & 3u], acc[i][j]);
+                }
+            }
+            for (uint i = 0u; i < TM / 4u; ++i) {
+                fa[i] = na[i];
+            }
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                fb[j] = nb[j];
+            }
+        }
+#else
+        for (uint k = 0u; k < BK; ++k) {
+            float av[TM];
+            float bv[TN];
+            for (uint i = 0u; i < TM / 4u; ++i) {
+                vec4 v = sa[buf][k * (BM / 4u) + a_off + i * LM];
+                av[4u * i] = v.x;
+                av[4u * i + 1u] = v.y;
+                av[4u * i + 2u] = v.z;
+                av[4u * i + 3u] = v.w;
+            }
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                vec4 v = sb[buf][k * (BN / 4u) + b_off + j * LN];
+                bv[4u * j] = v.x;
+                bv[4u * j + 1u] = v.y;
+                bv[4u * j + 2u] = v.z;
+                bv[4u * j + 3u] = v.w;
+            }
+            for (uint i = 0u; i < TM; ++i) {
+                for (uint j = 0u; j < TN; ++j) {
+                    acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+                }
+            }
+        }
+#endif
+        if (next < k_end) {
+            stage(buf ^ 1u, ra, rb, tid);
+        }
+        barrier();  // the next slice is visible, and every read of this one is done before it is overwritten
+        buf ^= 1u;
+    }
+
+    // split dispatches start at batch 0 and cover every batch, so N = groups in z / slices there
+    uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * p.H * p.W;
+    for (uint i = 0u; i < TM; ++i) {
+        uint row = row0 + 4u * (a_off + (i / 4u) * LM) + (i & 3u);
+        if (row >= p.H) {
+            continue;
+        }
+        for (uint g = 0u; g < TN / 4u; ++g) {
+            uint col = col0 + 4u * (b_off + g * LN);
+            uint at = out_base + row * p.W + col;
+            if (VEC != 0u && col + 4u <= p.W) {
+                outv4[at >> 2] = vec4(acc[i][4u * g], acc[i][4u * g + 1u], acc[i][4u * g + 2u], acc[i][4u * g + 3u]);
+            } else {
+                for (uint j = 0u; j < 4u; ++j) {
+                    if (col + j < p.W) {
+                        outv[at + j] = acc[i][4u * g + j];
+                    }
+                }
+            }
+        }
+    }
+}
