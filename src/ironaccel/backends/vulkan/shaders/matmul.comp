@@ -2,10 +2,14 @@
 // MATMUL: [N, H, C] x [N, C, W] -> [N, H, W] with fp32 accumulation (fma, one chain per output).
 //
 // Register-blocked: a workgroup of TX x TY invocations computes a BM x BN tile (BM = TY * TM,
-// BN = TX * TN) and each invocation TM x TN outputs of it, held in registers: its rows are TM / 4
-// runs of 4 spaced TY * 4 apart, its columns TN / 4 runs of 4 spaced TX * 4 apart, so neighbouring
-// invocations read neighbouring vec4s of shared memory (no bank conflicts) and write neighbouring
-// vec4s of the output. Each output is still one fma chain in k order: the placement changes no bit.
+// BN = TX * TN) and each invocation TM x TN outputs of it, held in registers. Each subgroup of 32 covers
+// one block of the tile, LN invocations wide and LM high (8 x 4 on large tiles: a 32 x 64 block); inside
+// it an invocation's rows are TM / 4 runs of 4 spaced LM * 4 apart and its columns TN / 4 runs of 4
+// spaced LN * 4 apart, so a subgroup's shared reads per k touch LM vec4s of A and LN of B (16 vec4s
+// of B when subgroups spanned the tile's width), and neighbouring invocations write neighbouring vec4s of
+// the output. Each output is still one fma chain in k order: the placement changes no bit. (On the H100
+// this placement alone measured 30.47 against 29.50 ms for subgroups spanning the tile's width; with the
+// reads one k ahead below, 28.91 ms: benchmarks/vulkan/NOTES.md v18.)
 // The reduction runs in steps of BK: the A slice (BM x BK, stored transposed so a column of it is
 // contiguous) and the B slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 +
 // TN / 4 vectors per k for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
@@ -43,6 +47,8 @@ const uint BQ = BN * BK / 4u;
 const uint A_LOADS = (AQ + THREADS - 1u) / THREADS;  // vec4s each invocation stages per step
 const uint B_LOADS = (BQ + THREADS - 1u) / THREADS;
 const uint GROUP = 8u;  // row tiles walked down before the next column (see main)
+const uint LN = TX < 8u ? TX : 8u;  // a subgroup's invocations along the columns
+const uint LM = (32u / LN) < TY ? (32u / LN) : TY;  // and along the rows
 
 layout(set = 0, binding = 0, std430) readonly buffer A { float a[]; };
 layout(set = 0, binding = 0, std430) readonly buffer A4 { vec4 a4[]; };
@@ -139,9 +145,12 @@ void stage(uint buf, vec4 ra[A_LOADS], vec4 rb[B_LOADS], uint tid) {
 }
 
 void main() {
-    uint tx = gl_LocalInvocationID.x;
-    uint ty = gl_LocalInvocationID.y;
-    uint tid = ty * TX + tx;
+    uint tid = gl_LocalInvocationID.y * TX + gl_LocalInvocationID.x;
+    uint lane = tid % (LN * LM);
+    uint block = tid / (LN * LM);
+    // vec4 offsets of this invocation's first run in a row of the A and B slices
+    uint a_off = (block / (TX / LN)) * (LM * TM / 4u) + lane / LN;
+    uint b_off = (block % (TX / LN)) * (LN * TN / 4u) + lane % LN;
     uint n = p.batch_base + gl_WorkGroupID.z / p.slices;
     uint slice = gl_WorkGroupID.z % p.slices;
     // Tiles in bands of GROUP rows: workgroups launched together share GROUP panels of A and a
@@ -188,27 +197,38 @@ void main() {
                 rb[i] = fetch_b(tid + i * THREADS, b_base, col0, next, k_end);
             }
         }
+        // The vectors of k + 1 are read from shared memory before the products of k, so their latency
+        // hides behind them: 29.50 -> 28.91 ms at 8192^3 on the H100 with the placement above
+        // (benchmarks/vulkan/NOTES.md v18). Arrays sized by specialization constants cannot be assigned
+        // whole, hence the element loops.
+        vec4 fa[TM / 4u];
+        vec4 fb[TN / 4u];
+        for (uint i = 0u; i < TM / 4u; ++i) {
+            fa[i] = sa[buf][a_off + i * LM];
+        }
+        for (uint j = 0u; j < TN / 4u; ++j) {
+            fb[j] = sb[buf][b_off + j * LN];
+        }
         for (uint k = 0u; k < BK; ++k) {
-            float av[TM];
-            float bv[TN];
+            uint k1 = k + 1u < BK ? k + 1u : k;  // the last step reads its own vectors again, unused
+            vec4 na[TM / 4u];
+            vec4 nb[TN / 4u];
             for (uint i = 0u; i < TM / 4u; ++i) {
-                vec4 v = sa[buf][k * (BM / 4u) + i * TY + ty];
-                av[4u * i] = v.x;
-                av[4u * i + 1u] = v.y;
-                av[4u * i + 2u] = v.z;
-                av[4u * i + 3u] = v.w;
+                na[i] = sa[buf][k1 * (BM / 4u) + a_off + i * LM];
             }
             for (uint j = 0u; j < TN / 4u; ++j) {
-                vec4 v = sb[buf][k * (BN / 4u) + j * TX + tx];
-                bv[4u * j] = v.x;
-                bv[4u * j + 1u] = v.y;
-                bv[4u * j + 2u] = v.z;
-                bv[4u * j + 3u] = v.w;
+                nb[j] = sb[buf][k1 * (BN / 4u) + b_off + j * LN];
             }
             for (uint i = 0u; i < TM; ++i) {
                 for (uint j = 0u; j < TN; ++j) {
-                    acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+                    acc[i][j] = fma(fa[i / 4u][i & 3u], fb[j / 4u][j & 3u], acc[i][j]);
                 }
+            }
+            for (uint i = 0u; i < TM / 4u; ++i) {
+                fa[i] = na[i];
+            }
+            for (uint j = 0u; j < TN / 4u; ++j) {
+                fb[j] = nb[j];
             }
         }
         if (next < k_end) {
@@ -221,12 +241,12 @@ void main() {
     // split dispatches start at batch 0 and cover every batch, so N = groups in z / slices there
     uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * p.H * p.W;
     for (uint i = 0u; i < TM; ++i) {
-        uint row = row0 + (i / 4u) * (TY * 4u) + ty * 4u + (i & 3u);
+        uint row = row0 + 4u * (a_off + (i / 4u) * LM) + (i & 3u);
         if (row >= p.H) {
             continue;
         }
         for (uint g = 0u; g < TN / 4u; ++g) {
-            uint col = col0 + g * (TX * 4u) + tx * 4u;
+            uint col = col0 + 4u * (b_off + g * LN);
             uint at = out_base + row * p.W + col;
             if (VEC != 0u && col + 4u <= p.W) {
                 outv4[at >> 2] = vec4(acc[i][4u * g], acc[i][4u * g + 1u], acc[i][4u * g + 2u], acc[i][4u * g + 3u]);
