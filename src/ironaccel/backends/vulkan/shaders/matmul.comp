@@ -48,7 +48,7 @@ const uint A_LOADS = (AQ + THREADS - 1u) / THREADS;  // vec4s each invocation st
 const uint B_LOADS = (BQ + THREADS - 1u) / THREADS;
 const uint GROUP = 8u;  // row tiles walked down before the next column (see main)
 const uint LN = TX < 8u ? TX : 8u;  // a subgroup's invocations along the columns
-const uint LM = (32u / LN) < TY ? (32u / LN) : TY;  // and along the rows
+const uint LM = (32u / LN) < TY ? (32u / LN) : TY;  // and along the rows (LN | TX, LM | TY: both are 4 or 16)
 
 layout(set = 0, binding = 0, std430) readonly buffer A { float a[]; };
 layout(set = 0, binding = 0, std430) readonly buffer A4 { vec4 a4[]; };
