@@ -198,9 +198,8 @@ void main() {
             }
         }
         // The vectors of k + 1 are read from shared memory before the products of k, so their latency
-        // hides behind them: 29.50 -> 28.91 ms at 8192^3 on the H100 with the placement above
-        // (benchmarks/vulkan/NOTES.md v18). Arrays sized by specialization constants cannot be assigned
-        // whole, hence the element loops.
+        // hides behind them (figures in the header). Arrays sized by specialization constants cannot be
+        // assigned whole, hence the element loops.
         vec4 fa[TM / 4u];
         vec4 fb[TN / 4u];
         for (uint i = 0u; i < TM / 4u; ++i) {
