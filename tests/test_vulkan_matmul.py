@@ -79,6 +79,26 @@ def test_fp16_inputs_with_either_accumulator(dev, shape, out_t):
     _check(got, a, b, out_t)
 
 
+@pytest.mark.parametrize("in_t", ["fp32", "fp16"])
+@pytest.mark.parametrize(
+    "shape", [(1, 5, 7, 3), (2, 33, 17, 65), (3, 64, 600, 20), (1, 600, 40, 700), (2, 256, 64, 256)], ids=str
+)
+def test_a_compiled_in_shape_gives_the_same_bits(dev, monkeypatch, shape, in_t):
+    """A shape compiled into the kernel (ADR 0022) changes only addresses and, on whole tiles, bound
+    checks: every result is bit for bit what the kernel reading its shape from push constants computes
+    (partial tiles, scalar loads, split-k, batches, whole 128 x 128 tiles)."""
+    n, h, c, w = shape
+    rng = np.random.default_rng(RNG_SEED)
+    a = rng.standard_normal((n, h, c)).astype(NP[in_t])
+    b = rng.standard_normal((n, c, w)).astype(NP[in_t])
+    got = {}
+    for work in (0, 1 << 62):  # every shape compiled in, then none
+        monkeypatch.setattr(mm, "FIXED_SHAPE_WORK", work)
+        (got[work],) = run_vulkan(dev, _program(*shape, in_t), [a, b])
+    np.testing.assert_array_equal(got[0].view(np.uint32), got[1 << 62].view(np.uint32))
+    _check(got[0], a, b, "fp32")
+
+
 def test_specials_propagate(dev):
     """inf * 0 is NaN, inf + finite is inf; staging zeros beyond the edges must not add either."""
     a = np.array([[[np.inf, 1.0, 2.0], [1.0, 2.0, 3.0]]], np.float32)
@@ -105,7 +125,21 @@ def _plan(shape, in_t="fp32", out_t="fp32", **limits):
 def test_large_products_take_128_wide_tiles_without_split():
     (step,) = _plan((1, 2048, 1024, 2048)).steps
     assert step.shader == "matmul" and step.groups == (16, 16, 1)
-    assert step.spec == (16, 16, 8, 8, 8, 0, 1)  # TX, TY, TM, TN, BK, fp16 inputs, vector loads
+    assert step.spec[:7] == (16, 16, 8, 8, 8, 0, 1)  # TX, TY, TM, TN, BK, fp16 inputs, vector loads
+
+
+def test_large_products_compile_their_shape_in():
+    """H, C, W (and C per slice) become specialization constants from FIXED_SHAPE_WORK multiply-adds
+    on; smaller products keep one pipeline for every shape (zeros: read from the push constants)."""
+    (step,) = _plan((1, 2048, 1024, 2048)).steps
+    assert step.spec[7:] == (2048, 1024, 2048, 1024)
+    (step,) = _plan((1, 64, 64, 64)).steps
+    assert step.spec[7:] == (0, 0, 0, 0)
+    coop = frozenset({mm.COOP_FP16})
+    (step,) = _plan((2, 1024, 512, 1024), "fp16", "fp32", matrix_tiles=coop).steps
+    assert step.shader == "matmul_coop" and step.spec == (128, 1024, 512, 1024)  # invocations, H, C, W
+    (step,) = _plan((1, 256, 256, 256), "fp16", "fp32", matrix_tiles=coop).steps
+    assert step.spec == (128, 0, 0, 0)
 
 
 def test_skinny_products_split_k_and_sum_the_slices():

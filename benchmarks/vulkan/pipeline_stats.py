@@ -98,11 +98,13 @@ def main() -> int:
         print(f"{name} does not report pipeline statistics (no VK_KHR_pipeline_executable_properties)")
         return 1
     rows: list[tuple[str, str, str, dict[str, Any]]] = []
-    wanted = [("shipped", dtype, "", None) for dtype in args.types.split(",") if dtype]
-    variants = [(label, dtype, shader, r) for dtype, label, shader, r in probe_matmul._variants(args) if shader or r]
-    for label, dtype, shader, replacement in [*wanted, *variants]:
+    types = [dtype for dtype in args.types.split(",") if dtype]
+    # the shipped kernels with the shape compiled in (ADR 0022) and read from push constants
+    wanted = [(f"shipped{rule}", dtype, "", None, not rule) for dtype in types for rule in ("", ", push shape")]
+    variants = [(label, t, shader, r, True) for t, label, shader, r in probe_matmul._variants(args) if shader or r]
+    for label, dtype, shader, replacement, fixed in [*wanted, *variants]:
         try:
-            with probe_matmul.replaced(dtype, shader, replacement):
+            with probe_matmul.replaced(dtype, shader, replacement, fixed_shapes=fixed):
                 found = statistics_of(args.device, _program(dtype, args.n), probe_matmul._spirv_of(replacement), dtype)
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a line of the table
             rows.append((dtype, label, f"error: {type(exc).__name__}: {str(exc)[:120]}", {}))

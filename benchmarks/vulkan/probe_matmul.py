@@ -5,6 +5,7 @@
         [--fp16-spirv LABEL=PATH[@ROWSxCOLS] ...] [--fp32-spirv LABEL=PATH[@TX,TY,TM,TN,BK] ...]
         [--fp32-tile TX,TY,TM,TN,BK ...]
         [--int8-spirv LABEL=PATH[@ROWSxCOLS] ...] [--int8-zero-points A,B] [--memory mapped,staged]
+        [--shapes fixed,push]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
 each ``--fp16-spirv`` replaces ``matmul_coop.spv`` (``matmul_wg_coop.spv`` where it uses workgroup-scope
@@ -19,6 +20,8 @@ contract, device buffers, 10 back-to-back submissions) and checked against float
 on the same card is the first row of each type. ``--memory`` repeats every row with Device-domain
 buffers in each placement: ``mapped`` (the shipped order: host-visible device-local memory first) and
 ``staged`` (device-local memory that is never mapped; host reads and writes through a staging buffer).
+``--shapes`` does the same for how kernels learn the shape: ``fixed`` (the shipped rule: compiled in as
+specialization constants, ADR 0022) and ``push`` (read from push constants, as for small products).
 Prints a table last.
 """
 
@@ -182,13 +185,18 @@ def _declares_workgroup_matrices(code: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) -> Iterator[None]:
+def replaced(
+    dtype: str, shader: str, replacement: Any, staged: bool = False, fixed_shapes: bool = True
+) -> Iterator[None]:
     """Within the block, devices opened run ``replacement`` (a row of :func:`_variants`) in place of the
-    shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory. A
-    replacement that declares GL_ or SPV_NV_cooperative_matrix2 has them opened with workgroup-scope
-    matrices."""
+    shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory;
+    ``fixed_shapes`` False keeps every shape in push constants. A replacement that declares GL_ or
+    SPV_NV_cooperative_matrix2 has them opened with workgroup-scope matrices."""
     shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
     shipped_wg = matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS
+    shipped_fixed = matmul_ops.FIXED_SHAPE_WORK
+    if not fixed_shapes:
+        matmul_ops.FIXED_SHAPE_WORK = 1 << 62
     original = kernels._spirv_cache.get(shader) if shader else None
     vk_memory.Memory.__init__.__defaults__ = (staged,)
     opener = vulkan.open_accelerator.__kwdefaults__
@@ -212,6 +220,7 @@ def replaced(dtype: str, shader: str, replacement: Any, staged: bool = False) ->
             matmul_ops.tile_for = lambda h, w, m, t=replacement: t
         yield
     finally:
+        matmul_ops.FIXED_SHAPE_WORK = shipped_fixed
         opener["workgroup_matrices"] = None
         matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS = shipped_wg
         vk_memory.Memory.__init__.__defaults__ = (False,)
@@ -239,19 +248,25 @@ def main() -> int:
     add_variant_options(parser)
     parser.add_argument("--int8-zero-points", default="-3,5", help="A,B zero points of the int8 rows")
     parser.add_argument("--memory", default="mapped", help="comma-separated placements: mapped, staged")
+    parser.add_argument("--shapes", default="fixed", help="comma-separated: fixed (compiled in), push")
     args = parser.parse_args()
     placements = args.memory.split(",")
     if not set(placements) <= {"mapped", "staged"}:
         parser.error("--memory takes mapped and/or staged")
+    shapes = args.shapes.split(",")
+    if not set(shapes) <= {"fixed", "push"}:
+        parser.error("--shapes takes fixed and/or push")
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     table = ["| type | kernel | ms | TFLOP/s | vs cuBLAS | rel error |", "|---|---|---|---|---|---|"]
     data: dict[str, dict[str, Any]] = {}
-    rows = [(p, *v) for v in _variants(args) for p in placements]
-    for placement, dtype, label, shader, replacement in rows:
+    rows = [(p, f, *v) for v in _variants(args) for p in placements for f in shapes]
+    for placement, shape_rule, dtype, label, shader, replacement in rows:
         if len(placements) > 1:
             label = f"{label}, {placement}"
+        if len(shapes) > 1:
+            label = f"{label}, {shape_rule} shape"
         if dtype not in data:
             if dtype == "int8":
                 a_zp, b_zp = (int(v) for v in args.int8_zero_points.split(","))
@@ -262,7 +277,7 @@ def main() -> int:
             name = "torch._int_mm" if dtype == "int8" else "cuBLAS"
             table.append(f"| {dtype} | {name} | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
         try:
-            with replaced(dtype, shader, replacement, staged=placement == "staged"):
+            with replaced(dtype, shader, replacement, placement == "staged", shape_rule == "fixed"):
                 r = _measure(args.device, args.n, dtype, data[dtype], torch, _spirv_of(replacement))
             row = (
                 f"| {dtype} | {label} ({r['kernels']}) | {r['ms']:.2f} | {r['tflops']:.1f} | "

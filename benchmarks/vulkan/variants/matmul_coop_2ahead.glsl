@@ -12,6 +12,8 @@
 // subgroups of 64 x 64, so 2 gives the shipped 128 x 128 tile and 4 a 128 x 256 one (on the H200 the
 // one-slice kernel gained 4% from it, NOTES v4).
 //
+// The shape reaches it as it reaches matmul_coop.comp (compiled in for large products, ADR 0022).
+//
 // Build: benchmarks/vulkan/variants/build (glslang 13); time with probe_matmul.py --fp16-spirv.
 #ifndef COLUMN_GROUPS
 #define COLUMN_GROUPS 2
@@ -46,6 +48,18 @@ layout(push_constant, std430) uniform Params {
     uint W;
 } p;
 
+// The shape as matmul_coop.comp takes it: specialization constants 1-3 where the planner compiles it in.
+layout(constant_id = 1) const uint FIXED_H = 0u;
+layout(constant_id = 2) const uint FIXED_C = 0u;
+layout(constant_id = 3) const uint FIXED_W = 0u;
+uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
+uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
+uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
+bool whole() {
+    return FIXED_H != 0u && FIXED_C != 0u && FIXED_W != 0u && FIXED_H % BM == 0u && FIXED_W % BN == 0u &&
+           FIXED_C % BK == 0u;
+}
+
 shared uvec4 sa[2][BM * SA];
 shared uvec4 sb[2][BK * SB];
 shared float stage_out[2 * COLUMN_GROUPS][16 * 16];
@@ -56,13 +70,13 @@ void fetch(uint k0, uint n, uint row0, uint col0, uint tid, out uvec4 ra[A_LOADS
         uint m = q / (BK / 8u);
         uint k = k0 + 8u * (q % (BK / 8u));
         uint row = row0 + m;
-        ra[i] = (row < p.H && k < p.C) ? a[(n * p.H * p.C + row * p.C + k) >> 3] : uvec4(0u);
+        ra[i] = (whole() || (row < dim_h() && k < dim_c())) ? a[(n * dim_h() + row) * (dim_c() / 8u) + k / 8u] : uvec4(0u);
     }
     [[unroll]] for (uint i = 0u; i < B_LOADS; ++i) {
         uint q = tid + i * THREADS;
         uint k = k0 + q / (BN / 8u);
         uint col = col0 + 8u * (q % (BN / 8u));
-        rb[i] = (k < p.C && col < p.W) ? b[(n * p.C * p.W + k * p.W + col) >> 3] : uvec4(0u);
+        rb[i] = (whole() || (k < dim_c() && col < dim_w())) ? b[(n * dim_c() + k) * (dim_w() / 8u) + col / 8u] : uvec4(0u);
     }
 }
 
@@ -92,7 +106,7 @@ void main() {
             acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
         }
     }
-    uint steps = (p.C + BK - 1u) / BK;
+    uint steps = (dim_c() + BK - 1u) / BK;
     uvec4 ra0[A_LOADS];
     uvec4 rb0[B_LOADS];
     uvec4 ra1[A_LOADS];
@@ -152,11 +166,11 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             uint row = row0 + wm * 64u + 16u * i;
             uint col = col0 + wn * 64u + 16u * j;
-            if (row >= p.H || col >= p.W) {
+            if (!whole() && (row >= dim_h() || col >= dim_w())) {
                 continue;
             }
-            if (row + 16u <= p.H && col + 16u <= p.W) {
-                coopMatStore(acc[i][j], outv, n * p.H * p.W + row * p.W + col, p.W, gl_CooperativeMatrixLayoutRowMajor);
+            if (whole() || (row + 16u <= dim_h() && col + 16u <= dim_w())) {
+                coopMatStore(acc[i][j], outv, n * dim_h() * dim_w() + row * dim_w() + col, dim_w(), gl_CooperativeMatrixLayoutRowMajor);
                 continue;
             }
             coopMatStore(acc[i][j], stage_out[sg], 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
@@ -165,8 +179,8 @@ void main() {
             for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
                 uint r = row + e / 16u;
                 uint c = col + e % 16u;
-                if (r < p.H && c < p.W) {
-                    outv[n * p.H * p.W + r * p.W + c] = stage_out[sg][e];
+                if (r < dim_h() && c < dim_w()) {
+                    outv[n * dim_h() * dim_w() + r * dim_w() + c] = stage_out[sg][e];
                 }
             }
             subgroupBarrier();

@@ -4,7 +4,8 @@
 Every pipeline layout is "N storage buffers in set 0 + 128 bytes of push constants" (128 is what every
 Vulkan device guarantees); layouts are shared by binding count. Shapes and strides reach kernels as
 push constants, so a pipeline serves every shape; specialization constants carry only the operator
-code, the NaN mode and the workgroup size, a few dozen pipelines in all. Nothing a user sends is ever
+code, the NaN mode and the workgroup size, a few dozen pipelines in all. The one exception is a large
+MATMUL, which also compiles its shape in (ADR 0022). Nothing a user sends is ever
 compiled: the SPIR-V comes from ``shaders/*.spv`` (``scripts/build-shaders``).
 """
 

@@ -17,6 +17,10 @@ Four kernels, chosen at load from the shape, the types and what the device offer
   fp16 configuration, :func:`workgroup_fits`): one 128 x 256 accumulator per workgroup, slices loaded
   through two-dimensional tensor layouts, the staging left to the driver (ADR 0020). Any shape.
 
+``matmul.comp`` and ``matmul_coop.comp`` take the shape as specialization constants for products of at
+least FIXED_SHAPE_WORK multiply-adds (:func:`fixed_shape`, ADR 0022): constant addresses, and no bound
+checks on whole tiles.
+
 Accumulation is fp32 for both of TOSA's fp16 accumulator types (more accurate than an fp16
 accumulator, within the specification's dot-product bound); an fp16 result is the fp32 one rounded
 once by ``cast.comp``. Batches beyond the device's z group limit become further dispatches.
@@ -45,6 +49,7 @@ BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; f
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
 MAX_SLICES = 32
 WIDENED_INPUTS = frozenset({DType.BF16, DType.FP8E4M3, DType.FP8E5M2})  # the kernels read fp32 and fp16
+FIXED_SHAPE_WORK = 1 << 30  # N x H x C x W from which the shape is compiled into the pipeline (ADR 0022)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +161,7 @@ def tiled(
         ks = _slice_length(c, slices, tile.bk)
         slices = -(-c // ks)
     if slices > 1 and n * slices <= limit_z:
+        spec += fixed_shape(n, h, c, w, ks)
         count = n * h * w
         partial = ctx.scratch(4 * slices * count)
         push = struct.pack("<6I", 0, h, c, w, slices, ks)
@@ -167,12 +173,23 @@ def tiled(
     if slices > 1:
         raise ResourceLimit(f"MATMUL with C={c} needs {slices} split-k slices per batch of {n}; too many workgroups")
     ks = _slice_length(c, 1, tile.bk)
+    spec += fixed_shape(n, h, c, w, ks)
     steps: list[Step] = []
     for base in range(0, n, limit_z):
         count = min(limit_z, n - base)
         push = struct.pack("<6I", base, h, c, w, 1, ks)
         steps.append(Dispatch("matmul", spec, reads, (target,), push, (gx, gy, count)))
     return steps
+
+
+def fixed_shape(n: int, h: int, c: int, w: int, *more: int) -> tuple[int, ...]:
+    """The specialization constants that compile H, C, W (and ``more``) into a MATMUL kernel: the values
+    for a product of at least FIXED_SHAPE_WORK multiply-adds, zeros (read from the push constants)
+    below it. A fixed shape costs a pipeline per shape; it pays for itself on large products, where
+    constant addresses and, on whole tiles, no bound checks shorten every step (ADR 0022)."""
+    if n * h * c * w >= FIXED_SHAPE_WORK:
+        return (h, c, w, *more)
+    return (0,) * (3 + len(more))
 
 
 def workgroup_fits(tiles: frozenset[str]) -> bool:
@@ -202,9 +219,12 @@ def coop(
     limit_x, limit_y, limit_z = ctx.max_groups
     if gx > limit_x or gy > limit_y:
         raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
+    spec: tuple[int, ...] = ()
+    if shader == "matmul_coop":  # 32 invocations per 64 x 64 subgroup block, then the shape
+        spec = (32 * (tile[0] // 64) * (tile[1] // 64), *fixed_shape(n, h, c, w))
     steps: list[Step] = []
     for base in range(0, n, limit_z):
         count = min(limit_z, n - base)
         push = struct.pack("<4I", base, h, c, w)
-        steps.append(Dispatch(shader, (), reads, (target,), push, (gx, gy, count)))
+        steps.append(Dispatch(shader, spec, reads, (target,), push, (gx, gy, count)))
     return steps

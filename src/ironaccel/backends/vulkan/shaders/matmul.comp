@@ -25,7 +25,10 @@
 //
 // Specialization constants: 0 TX, 1 TY, 2 TM, 3 TN (4 or 8), 4 BK (multiple of 4), 5 IN_FP16 (the
 // inputs are fp16 halves, widened exactly with include/fp16.glsl), 6 VEC (C and W are multiples of 4:
-// global loads and stores move vec4s).
+// global loads and stores move vec4s), 7-10 H, C, W and KS where the planner compiles the shape in
+// (ops/matmul.py, large products only; 0: read from the push constants). With the shape compiled in,
+// addresses fold into constant offsets, and where it divides into whole tiles every bound
+// check folds away too.
 #extension GL_GOOGLE_include_directive : require
 #include "include/float_controls.glsl"
 #include "include/fp16.glsl"
@@ -36,6 +39,10 @@ layout(constant_id = 3) const uint TN = 8u;
 layout(constant_id = 4) const uint BK = 8u;
 layout(constant_id = 5) const uint IN_FP16 = 0u;
 layout(constant_id = 6) const uint VEC = 0u;
+layout(constant_id = 7) const uint FIXED_H = 0u;
+layout(constant_id = 8) const uint FIXED_C = 0u;
+layout(constant_id = 9) const uint FIXED_W = 0u;
+layout(constant_id = 10) const uint FIXED_KS = 0u;
 
 const uint TX = gl_WorkGroupSize.x;
 const uint TY = gl_WorkGroupSize.y;
@@ -68,6 +75,18 @@ layout(push_constant, std430) uniform Params {
     uint KS;      // C per slice, a multiple of BK
 } p;
 
+uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
+uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
+uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
+uint slice_c() { return FIXED_KS != 0u ? FIXED_KS : p.KS; }
+// The shape is compiled in and divides into whole tiles and steps (every slice starts on a step), so
+// no load or store needs a bound check. A function of constants, folded by the driver's compiler
+// (glslang emits && between specialization constants as code, so it cannot be a const).
+bool whole() {
+    return VEC != 0u && FIXED_H != 0u && FIXED_C != 0u && FIXED_W != 0u && FIXED_KS != 0u && FIXED_H % BM == 0u &&
+           FIXED_W % BN == 0u && FIXED_KS % BK == 0u && FIXED_C % BK == 0u;
+}
+
 shared vec4 sa[2][AQ];  // [k][m / 4]: the A slice transposed
 shared vec4 sb[2][BQ];  // [k][n / 4]
 
@@ -92,13 +111,13 @@ vec4 fetch_a(uint q, uint a_base, uint row0, uint k0, uint k_end) {
     uint m = q / (BK / 4u);
     uint k = k0 + 4u * (q % (BK / 4u));
     uint row = row0 + m;
-    if (row >= p.H || k >= k_end) {
+    if (!whole() && (row >= dim_h() || k >= k_end)) {
         return vec4(0.0);
     }
-    uint at = a_base + row * p.C + k;
-    if (VEC != 0u) {
-        return a4[at >> 2];  // C % 4 == 0 and k_end a multiple of 4: the vector is whole
+    if (VEC != 0u) {  // C % 4 == 0 and k_end a multiple of 4: the vector is whole
+        return a4[(a_base >> 2) + row * (dim_c() >> 2) + (k >> 2)];
     }
+    uint at = a_base + row * dim_c() + k;
     vec4 v;
     for (uint i = 0u; i < 4u; ++i) {
         v[i] = k + i < k_end ? load_a(at + i) : 0.0;
@@ -110,16 +129,16 @@ vec4 fetch_a(uint q, uint a_base, uint row0, uint k0, uint k_end) {
 vec4 fetch_b(uint q, uint b_base, uint col0, uint k0, uint k_end) {
     uint k = k0 + q / (BN / 4u);
     uint col = col0 + 4u * (q % (BN / 4u));
-    if (k >= k_end || col >= p.W) {
+    if (!whole() && (k >= k_end || col >= dim_w())) {
         return vec4(0.0);
     }
-    uint at = b_base + k * p.W + col;
     if (VEC != 0u) {
-        return b4[at >> 2];
+        return b4[(b_base >> 2) + k * (dim_w() >> 2) + (col >> 2)];
     }
+    uint at = b_base + k * dim_w() + col;
     vec4 v;
     for (uint i = 0u; i < 4u; ++i) {
-        v[i] = col + i < p.W ? load_b(at + i) : 0.0;
+        v[i] = col + i < dim_w() ? load_b(at + i) : 0.0;
     }
     return v;
 }
@@ -164,10 +183,10 @@ void main() {
     uint local = pid % (GROUP * nx);
     uint row0 = (first + local % rows) * BM;
     uint col0 = (local / rows) * BN;
-    uint a_base = n * p.H * p.C;
-    uint b_base = n * p.C * p.W;
-    uint k_begin = slice * p.KS;
-    uint k_end = min(p.C, k_begin + p.KS);
+    uint a_base = n * dim_h() * dim_c();
+    uint b_base = n * dim_c() * dim_w();
+    uint k_begin = slice * slice_c();
+    uint k_end = min(dim_c(), k_begin + slice_c());
 
     float acc[TM][TN];
     for (uint i = 0u; i < TM; ++i) {
@@ -238,20 +257,21 @@ void main() {
     }
 
     // split dispatches start at batch 0 and cover every batch, so N = groups in z / slices there
-    uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * p.H * p.W;
+    uint out_base = (slice * (gl_NumWorkGroups.z / p.slices) + n) * dim_h() * dim_w();
     for (uint i = 0u; i < TM; ++i) {
         uint row = row0 + 4u * (a_off + (i / 4u) * LM) + (i & 3u);
-        if (row >= p.H) {
+        if (!whole() && row >= dim_h()) {
             continue;
         }
         for (uint g = 0u; g < TN / 4u; ++g) {
             uint col = col0 + 4u * (b_off + g * LN);
-            uint at = out_base + row * p.W + col;
-            if (VEC != 0u && col + 4u <= p.W) {
-                outv4[at >> 2] = vec4(acc[i][4u * g], acc[i][4u * g + 1u], acc[i][4u * g + 2u], acc[i][4u * g + 3u]);
+            if (VEC != 0u && (whole() || col + 4u <= dim_w())) {
+                outv4[(out_base >> 2) + row * (dim_w() >> 2) + (col >> 2)] =
+                    vec4(acc[i][4u * g], acc[i][4u * g + 1u], acc[i][4u * g + 2u], acc[i][4u * g + 3u]);
             } else {
+                uint at = out_base + row * dim_w() + col;
                 for (uint j = 0u; j < 4u; ++j) {
-                    if (col + j < p.W) {
+                    if (col + j < dim_w()) {
                         outv[at + j] = acc[i][4u * g + j];
                     }
                 }

@@ -3,16 +3,21 @@
 // 16 x 16 x 16 fp16 A / B, fp32 C, subgroup scope; chosen at load where the device lists that
 // configuration with 32-wide subgroups, for C and W multiples of 8).
 //
-// A workgroup of 4 subgroups computes a 128 x 128 output tile, each subgroup a 64 x 64 quarter as
-// 4 x 4 accumulator matrices: per 16-deep step a subgroup loads 4 A and 4 B matrices from shared memory
+// A workgroup of 2 x COLUMN_GROUPS subgroups computes a 128 x (64 COLUMN_GROUPS) output tile (the
+// planner uses 2: 128 x 128), each subgroup a 64 x 64 block as 4 x 4 accumulator matrices: per 16-deep step a subgroup loads 4 A and 4 B matrices from shared memory
 // for 16 multiply-adds (with 8 subgroups of 32 x 64 it was 6 loads for 8; on the H200 that layout took
 // 6.84 ms for 8192^3 against 4.58 ms for this one, benchmarks/vulkan/NOTES.md). C advances in steps
-// of 32: the A slice (128 x 32) and the B slice (32 x 128) are read from global memory as 8 halves at a
+// of 32: the A slice (128 x 32) and the B slice (32 x BN) are read from global memory as 8 halves at a
 // time (uvec4: the fp16 bits are never converted on the way) into one of two shared buffers whose rows
 // are padded by 8 halves against bank conflicts; the next slice is read into registers before the
 // current one is multiplied, so one barrier per step suffices. Rows beyond H and columns beyond W are
 // staged as zeros. Full 16 x 16 result blocks are stored straight to the output, partial ones through
 // shared memory with bounds.
+//
+// Specialization constants: 0 the workgroup's invocations (64 per column group), 1-3 H, C and W where
+// the planner compiles the shape in (ops/matmul.py, large products only; 0: read from the push
+// constants). With the shape compiled in, addresses fold into constant offsets, and where it divides
+// into whole tiles every bound check folds away too.
 //
 // Every fixed-count loop is marked [[unroll]]. On the H200 the same kernel without the marks took
 // 30.6 ms for 8192^3 (35.9 TFLOP/s), with them 6.7 ms (164 TFLOP/s; benchmarks/vulkan/NOTES.md): the
@@ -25,15 +30,19 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "include/float_controls.glsl"
 
-layout(local_size_x = 128, local_size_y = 1, local_size_z = 1) in;
+layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
+layout(constant_id = 1) const uint FIXED_H = 0u;
+layout(constant_id = 2) const uint FIXED_C = 0u;
+layout(constant_id = 3) const uint FIXED_W = 0u;
 
+const uint THREADS = gl_WorkGroupSize.x;
+const uint COLUMN_GROUPS = THREADS / 64u;
 const uint BM = 128u;
-const uint BN = 128u;
+const uint BN = 64u * COLUMN_GROUPS;
 const uint BK = 32u;
 const uint SA = (BK + 8u) / 8u;  // uvec4s per staged A row (40 halves)
-const uint SB = (BN + 8u) / 8u;  // uvec4s per staged B row (136 halves)
-const uint THREADS = 128u;
-const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step (4)
+const uint SB = (BN + 8u) / 8u;  // uvec4s per staged B row (136 halves at BN 128)
+const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step (4 at BN 128)
 const uint B_LOADS = BK * BN / 8u / THREADS;  // (4)
 
 layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
@@ -47,23 +56,37 @@ layout(push_constant, std430) uniform Params {
     uint W;
 } p;
 
+uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
+uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
+uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
+// The shape is compiled in and divides into whole tiles and steps, so no load or store needs a bound
+// check. A function of constants, folded by the driver's compiler (glslang emits && between
+// specialization constants as code, so it cannot be a const).
+bool whole() {
+    return FIXED_H != 0u && FIXED_C != 0u && FIXED_W != 0u && FIXED_H % BM == 0u && FIXED_W % BN == 0u &&
+           FIXED_C % BK == 0u;
+}
+
 shared uvec4 sa[2][BM * SA];
 shared uvec4 sb[2][BK * SB];
-shared float stage_out[4][16 * 16];
+shared float stage_out[2u * COLUMN_GROUPS][16 * 16];
 
+// Indices are in uvec4s (8 halves): C and W are multiples of 8, so a row never starts mid-vector.
 void fetch(uint k0, uint n, uint row0, uint col0, uint tid, out uvec4 ra[A_LOADS], out uvec4 rb[B_LOADS]) {
+    uint c8 = dim_c() / 8u;
+    uint w8 = dim_w() / 8u;
     [[unroll]] for (uint i = 0u; i < A_LOADS; ++i) {
         uint q = tid + i * THREADS;
         uint m = q / (BK / 8u);
         uint k = k0 + 8u * (q % (BK / 8u));
         uint row = row0 + m;
-        ra[i] = (row < p.H && k < p.C) ? a[(n * p.H * p.C + row * p.C + k) >> 3] : uvec4(0u);
+        ra[i] = (whole() || (row < dim_h() && k < dim_c())) ? a[(n * dim_h() + row) * c8 + k / 8u] : uvec4(0u);
     }
     [[unroll]] for (uint i = 0u; i < B_LOADS; ++i) {
         uint q = tid + i * THREADS;
         uint k = k0 + q / (BN / 8u);
         uint col = col0 + 8u * (q % (BN / 8u));
-        rb[i] = (k < p.C && col < p.W) ? b[(n * p.C * p.W + k * p.W + col) >> 3] : uvec4(0u);
+        rb[i] = (whole() || (k < dim_c() && col < dim_w())) ? b[(n * dim_c() + k) * w8 + col / 8u] : uvec4(0u);
     }
 }
 
@@ -81,8 +104,8 @@ void stage(uint buf, uint tid, uvec4 ra[A_LOADS], uvec4 rb[B_LOADS]) {
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint sg = gl_SubgroupID;
-    uint wm = sg >> 1;  // this subgroup's 64 x 64 quarter
-    uint wn = sg & 1u;
+    uint wm = sg / COLUMN_GROUPS;  // this subgroup's 64 x 64 block
+    uint wn = sg % COLUMN_GROUPS;
     uint n = p.batch_base + gl_WorkGroupID.z;
     uint row0 = gl_WorkGroupID.y * BM;
     uint col0 = gl_WorkGroupID.x * BN;
@@ -100,8 +123,8 @@ void main() {
     barrier();
 
     uint buf = 0u;
-    for (uint k0 = 0u; k0 < p.C; k0 += BK) {
-        bool more = k0 + BK < p.C;
+    for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
+        bool more = k0 + BK < dim_c();
         if (more) {
             fetch(k0 + BK, n, row0, col0, tid, ra, rb);
         }
@@ -133,11 +156,12 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             uint row = row0 + wm * 64u + 16u * i;
             uint col = col0 + wn * 64u + 16u * j;
-            if (row >= p.H || col >= p.W) {
+            if (!whole() && (row >= dim_h() || col >= dim_w())) {
                 continue;
             }
-            if (row + 16u <= p.H && col + 16u <= p.W) {
-                coopMatStore(acc[i][j], outv, n * p.H * p.W + row * p.W + col, p.W, gl_CooperativeMatrixLayoutRowMajor);
+            if (whole() || (row + 16u <= dim_h() && col + 16u <= dim_w())) {
+                coopMatStore(acc[i][j], outv, (n * dim_h() + row) * dim_w() + col, dim_w(),
+                             gl_CooperativeMatrixLayoutRowMajor);
                 continue;
             }
             coopMatStore(acc[i][j], stage_out[sg], 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
@@ -146,8 +170,8 @@ void main() {
             for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
                 uint r = row + e / 16u;
                 uint c = col + e % 16u;
-                if (r < p.H && c < p.W) {
-                    outv[n * p.H * p.W + r * p.W + c] = stage_out[sg][e];
+                if (r < dim_h() && c < dim_w()) {
+                    outv[(n * dim_h() + r) * dim_w() + c] = stage_out[sg][e];
                 }
             }
             subgroupBarrier();
