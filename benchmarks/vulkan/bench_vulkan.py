@@ -37,6 +37,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+WARM_SECONDS = 0.2  # per_run_seconds warms a program this long before timing it
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "examples"))
 
@@ -74,8 +75,12 @@ class Loaded:
         return self.acc.submit(self.dev.queue, self.exe.program, self.bindings)
 
     def per_run_seconds(self, count: int) -> float:
-        """Back-to-back submissions, waited for together: device time per submission."""
-        self.finish(self.submit())  # warm
+        """Back-to-back submissions, waited for together: device time per submission, after WARM_SECONDS of
+        single submissions (after the GPU sat idle, the first ones run several times slower: NOTES v18)."""
+        warm_until = time.perf_counter() + WARM_SECONDS
+        self.finish(self.submit())
+        while time.perf_counter() < warm_until:
+            self.finish(self.submit())
         start = time.perf_counter()
         events = [self.submit() for _ in range(count)]
         for e in events:
