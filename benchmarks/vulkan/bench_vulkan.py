@@ -76,7 +76,7 @@ class Loaded:
 
     def per_run_seconds(self, count: int) -> float:
         """Back-to-back submissions, waited for together: device time per submission, after WARM_SECONDS of
-        single submissions (after the GPU sat idle, the first ones run several times slower: NOTES v18)."""
+        single submissions, so that a program that follows idle time (the IREE rows) is timed warm."""
         warm_until = time.perf_counter() + WARM_SECONDS
         self.finish(self.submit())
         while time.perf_counter() < warm_until:
