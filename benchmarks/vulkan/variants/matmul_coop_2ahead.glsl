@@ -37,28 +37,7 @@ const uint THREADS = 64u * COLUMN_GROUPS;
 const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step
 const uint B_LOADS = BK * BN / 8u / THREADS;
 
-layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
-layout(set = 0, binding = 1, std430) readonly buffer B { uvec4 b[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
-
-layout(push_constant, std430) uniform Params {
-    uint batch_base;
-    uint H;
-    uint C;
-    uint W;
-} p;
-
-// The shape as matmul_coop.comp takes it: specialization constants 1-3 where the planner compiles it in.
-layout(constant_id = 1) const uint FIXED_H = 0u;
-layout(constant_id = 2) const uint FIXED_C = 0u;
-layout(constant_id = 3) const uint FIXED_W = 0u;
-uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
-uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
-uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
-bool whole() {
-    return FIXED_H != 0u && FIXED_C != 0u && FIXED_W != 0u && FIXED_H % BM == 0u && FIXED_W % BN == 0u &&
-           FIXED_C % BK == 0u;
-}
+#include "include/coop_io.glsl"
 
 shared uvec4 sa[2][BM * SA];
 shared uvec4 sb[2][BK * SB];

@@ -14,7 +14,7 @@
 //   Modes 1 and 2 compute wrong results on purpose; the probe's error column shows it.
 //   BAND 0 or R: tiles in launch order, or in bands of R tile rows walked down before the next column
 //     (matmul.comp's order, for L2 reuse between workgroups that run together).
-//   OPERANDS: the qualifiers of the A and B buffers (default readonly; restrict readonly lets the
+//   COOP_OPERANDS: the qualifiers of the A and B buffers (default readonly; restrict readonly lets the
 //     driver read through the non-coherent path, coherent readonly past L1).
 // The shape comes in as matmul_coop.comp takes it (specialization constants 1-3, ADR 0022).
 #ifndef COLUMN_GROUPS
@@ -28,9 +28,6 @@
 #endif
 #ifndef BAND
 #define BAND 0
-#endif
-#ifndef OPERANDS
-#define OPERANDS readonly
 #endif
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -51,23 +48,7 @@ const uint THREADS = 64u * COLUMN_GROUPS;
 const uint A_LOADS = BM * BK / 8u / THREADS;
 const uint B_LOADS = BK * BN / 8u / THREADS;
 
-layout(set = 0, binding = 0, std430) OPERANDS buffer A { uvec4 a[]; };
-layout(set = 0, binding = 1, std430) OPERANDS buffer B { uvec4 b[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
-
-layout(push_constant, std430) uniform Params {
-    uint batch_base;
-    uint H;
-    uint C;
-    uint W;
-} p;
-
-layout(constant_id = 1) const uint FIXED_H = 0u;
-layout(constant_id = 2) const uint FIXED_C = 0u;
-layout(constant_id = 3) const uint FIXED_W = 0u;
-uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
-uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
-uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
+#include "include/coop_io.glsl"
 
 shared uvec4 sa[BUFFERS][BM * SA];
 shared uvec4 sb[BUFFERS][BK * SB];

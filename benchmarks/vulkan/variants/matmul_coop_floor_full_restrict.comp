@@ -1,5 +1,5 @@
 #version 460
 // The whole product, restrict operands: see matmul_coop_floor.glsl.
-#define OPERANDS restrict readonly
+#define COOP_OPERANDS restrict readonly
 #extension GL_GOOGLE_include_directive : require
 #include "matmul_coop_floor.glsl"

@@ -31,9 +31,6 @@
 #include "include/float_controls.glsl"
 
 layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
-layout(constant_id = 1) const uint FIXED_H = 0u;
-layout(constant_id = 2) const uint FIXED_C = 0u;
-layout(constant_id = 3) const uint FIXED_W = 0u;
 
 const uint THREADS = gl_WorkGroupSize.x;
 const uint COLUMN_GROUPS = THREADS / 64u;
@@ -45,27 +42,7 @@ const uint SB = (BN + 8u) / 8u;  // uvec4s per staged B row (136 halves at BN 12
 const uint A_LOADS = BM * BK / 8u / THREADS;  // uvec4s each invocation stages per step (4 at BN 128)
 const uint B_LOADS = BK * BN / 8u / THREADS;  // (4)
 
-layout(set = 0, binding = 0, std430) readonly buffer A { uvec4 a[]; };
-layout(set = 0, binding = 1, std430) readonly buffer B { uvec4 b[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out { float outv[]; };
-
-layout(push_constant, std430) uniform Params {
-    uint batch_base;
-    uint H;
-    uint C;
-    uint W;
-} p;
-
-uint dim_h() { return FIXED_H != 0u ? FIXED_H : p.H; }
-uint dim_c() { return FIXED_C != 0u ? FIXED_C : p.C; }
-uint dim_w() { return FIXED_W != 0u ? FIXED_W : p.W; }
-// The shape is compiled in and divides into whole tiles and steps, so no load or store needs a bound
-// check. A function of constants, folded by the driver's compiler (glslang emits && between
-// specialization constants as code, so it cannot be a const).
-bool whole() {
-    return FIXED_H != 0u && FIXED_C != 0u && FIXED_W != 0u && FIXED_H % BM == 0u && FIXED_W % BN == 0u &&
-           FIXED_C % BK == 0u;
-}
+#include "include/coop_io.glsl"
 
 shared uvec4 sa[2][BM * SA];
 shared uvec4 sb[2][BK * SB];
