@@ -99,6 +99,25 @@ def test_a_compiled_in_shape_gives_the_same_bits(dev, monkeypatch, shape, in_t):
     _check(got[0], a, b, "fp32")
 
 
+def test_shape_specialized_pipelines_are_bounded(dev, monkeypatch):
+    """Past SHAPED_PIPELINES pipelines with a shape compiled in, a device serves new shapes from the
+    push-constant form: results stay right, and the cache stops growing with every new shape."""
+    from ironaccel.backends.vulkan import kernels as vk_kernels
+
+    cache = dev.accelerator._native.kernels
+    monkeypatch.setattr(mm, "FIXED_SHAPE_WORK", 0)
+    monkeypatch.setattr(vk_kernels, "SHAPED_PIPELINES", cache.shaped + 1)
+    rng = np.random.default_rng(RNG_SEED)
+    for shape in ((1, 9, 12, 5), (1, 10, 12, 5), (1, 11, 12, 5)):
+        a = rng.standard_normal(shape[:3]).astype(np.float32)
+        b = rng.standard_normal((shape[0], shape[2], shape[3])).astype(np.float32)
+        (got,) = run_vulkan(dev, _program(*shape), [a, b])
+        _check(got, a, b, "fp32")
+    assert cache.shaped == vk_kernels.SHAPED_PIPELINES  # the first shape only
+    shaped = [spec[7:10] for shader, spec in cache._pipelines if shader == "matmul" and any(spec[7:])]
+    assert (9, 12, 5) in shaped and (10, 12, 5) not in shaped and (11, 12, 5) not in shaped  # H, C, W
+
+
 def test_specials_propagate(dev):
     """inf * 0 is NaN, inf + finite is inf; staging zeros beyond the edges must not add either."""
     a = np.array([[[np.inf, 1.0, 2.0], [1.0, 2.0, 3.0]]], np.float32)

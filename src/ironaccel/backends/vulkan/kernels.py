@@ -22,6 +22,12 @@ from . import binding, statistics
 from .device import Device
 
 PUSH_BYTES = 128
+# Specialization constants that only compile a shape in (ADR 0022): each shader also reads its shape
+# from push constants, where these are 0, with the same results. So past SHAPED_PIPELINES such
+# pipelines per device, a request is served zeroed: programs with ever new large shapes (a hostile guest
+# among them) cannot grow the cache, or the driver compiles, without bound.
+SHAPE_CONSTANTS = {"matmul": range(7, 11), "matmul_coop": range(1, 4)}
+SHAPED_PIPELINES = 64
 
 _spirv_cache: dict[str, bytes] = {}
 _spirv_lock = threading.Lock()
@@ -63,14 +69,20 @@ class Kernels:
         self._modules: dict[str, Any] = {}
         self._layouts: dict[int, tuple[Any, Any]] = {}
         self._pipelines: dict[tuple[str, tuple[int, ...]], Pipeline] = {}
+        self.shaped = 0  # pipelines made with a shape compiled in
 
     def pipeline(self, shader: str, spec: tuple[int, ...], bindings: int) -> Pipeline:
-        key = (shader, spec)
         with self._lock:
+            shaped = [i for i in SHAPE_CONSTANTS.get(shader, ()) if i < len(spec) and spec[i]]
+            if shaped and (shader, spec) not in self._pipelines and self.shaped >= SHAPED_PIPELINES:
+                spec = tuple(0 if i in shaped else v for i, v in enumerate(spec))
+                shaped = []
+            key = (shader, spec)
             found = self._pipelines.get(key)
             if found is None:
                 found = self._create(shader, spec, bindings)
                 self._pipelines[key] = found
+                self.shaped += bool(shaped)
             elif found.bindings != bindings:
                 raise InternalError(f"shader {shader} used with {bindings} and {found.bindings} bindings")
             return found
