@@ -11,7 +11,13 @@
 //       step only, so the time is what moving the operands costs;
 //     2 (arithmetic ceiling): the first step's slices staged once and multiplied C / 32 times, no
 //       global loads in the loop, so the time is what the shared reads and multiply-adds cost.
-//   Modes 1 and 2 compute wrong results on purpose; the probe's error column shows it.
+//     3 (loads only): every step's global loads folded into one register by xor, no shared memory and
+//       no barrier in the loop, so the time is what the global reads alone cost;
+//     4 (loads and stores): mode 3 plus every step's shared stores, still no barrier in the loop.
+//   PREFETCH 0 or D (modes 0 and 1, two buffers): each step also touches one word of every 32-byte sector
+//     of the slices D steps ahead, so they are in L2 before their real loads; the words are folded
+//     into one register that a never-true test of a push constant consumes, so no result changes.
+//   Modes 1-4 compute wrong results on purpose; the probe's error column shows it.
 //   BAND 0 or R: tiles in launch order, or in bands of R tile rows walked down before the next column
 //     (matmul.comp's order, for L2 reuse between workgroups that run together).
 //   COOP_OPERANDS: the qualifiers of the A and B buffers (default readonly; restrict readonly lets the
@@ -28,6 +34,9 @@
 #endif
 #ifndef BAND
 #define BAND 0
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0
 #endif
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -77,6 +86,27 @@ void stage(uint buf, uint tid, uvec4 ra[A_LOADS], uvec4 rb[B_LOADS]) {
 
 coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[4][4];
 
+#if PREFETCH
+const uint A_SECTORS = BM * BK * 2u / 32u;  // 32-byte sectors per slice
+const uint B_SECTORS = BK * BN * 2u / 32u;
+const uint TOUCHES = (A_SECTORS + B_SECTORS) / THREADS;
+
+// One word of each sector of the slices at k0 (uvec4 indices: a sector is two uvec4s).
+void touch(uint k0, uint n, uint row0, uint col0, uint tid, out uint pf[TOUCHES]) {
+    [[unroll]] for (uint i = 0u; i < TOUCHES; ++i) {
+        uint q = tid + i * THREADS;
+        if (q < A_SECTORS) {
+            uint row = row0 + q / (BK / 16u);
+            pf[i] = a[(n * dim_h() + row) * (dim_c() / 8u) + k0 / 8u + 2u * (q % (BK / 16u))].x;
+        } else {
+            uint r = q - A_SECTORS;
+            uint k = k0 + r / (BN / 16u);
+            pf[i] = b[(n * dim_c() + k) * (dim_w() / 8u) + col0 / 8u + 2u * (r % (BN / 16u))].x;
+        }
+    }
+}
+#endif
+
 void multiply(uint buf, uint wm, uint wn) {
     [[unroll]] for (uint kk = 0u; kk < BK / 16u; ++kk) {
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[4];
@@ -121,7 +151,26 @@ void main() {
     uvec4 ra[A_LOADS];
     uvec4 rb[B_LOADS];
     fetch(0u, n, row0, col0, tid, ra, rb);
-#if MODE == 2
+#if MODE == 3 || MODE == 4
+    uvec4 sink = uvec4(0u);
+    for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
+        fetch(k0, n, row0, col0, tid, ra, rb);
+#if MODE == 4
+        stage(0u, tid, ra, rb);
+#endif
+        [[unroll]] for (uint i = 0u; i < A_LOADS; ++i) {
+            sink ^= ra[i];
+        }
+        [[unroll]] for (uint i = 0u; i < B_LOADS; ++i) {
+            sink ^= rb[i];
+        }
+    }
+    ra[0] = sink;  // so the loads feed the result
+    barrier();
+    stage(0u, tid, ra, rb);
+    barrier();
+    multiply(0u, wm, wn);
+#elif MODE == 2
     stage(0u, tid, ra, rb);
     barrier();
     for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
@@ -132,6 +181,13 @@ void main() {
     stage(0u, tid, ra, rb);
     barrier();
     uint buf = 0u;
+#if PREFETCH
+    uint sink = 0u;
+    uint pf[TOUCHES];
+    [[unroll]] for (uint i = 0u; i < TOUCHES; ++i) {
+        pf[i] = 0u;
+    }
+#endif
     for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
         bool more = k0 + BK < dim_c();
         if (more) {
@@ -140,12 +196,25 @@ void main() {
         if (MODE == 0 || !more) {
             multiply(buf, wm, wn);
         }
+#if PREFETCH
+        [[unroll]] for (uint i = 0u; i < TOUCHES; ++i) {
+            sink ^= pf[i];  // last step's touches have had this step's work to arrive
+        }
+        if (k0 + PREFETCH * BK < dim_c()) {
+            touch(k0 + PREFETCH * BK, n, row0, col0, tid, pf);
+        }
+#endif
         if (more) {
             stage(buf ^ 1u, tid, ra, rb);
         }
         barrier();
         buf ^= 1u;
     }
+#if PREFETCH
+    if (sink == 0x9e3779b9u && p.batch_base == 0xffffffffu) {  // never: batch_base is below N
+        outv[0] = 0.0;
+    }
+#endif
 #else
     for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
         bool more = k0 + BK < dim_c();
