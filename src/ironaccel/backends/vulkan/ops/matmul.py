@@ -220,7 +220,7 @@ def coop(
     if gx > limit_x or gy > limit_y:
         raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
     spec: tuple[int, ...] = ()
-    if shader == "matmul_coop":  # 32 invocations per 64 x 64 subgroup block, then the shape
+    if shader == "matmul_coop":  # (MATMUL and nvfp4.py) 32 invocations per 64 x 64 block, then the shape
         spec = (32 * (tile[0] // 64) * (tile[1] // 64), *fixed_shape(n, h, c, w))
     steps: list[Step] = []
     for base in range(0, n, limit_z):

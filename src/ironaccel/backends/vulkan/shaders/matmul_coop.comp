@@ -4,8 +4,9 @@
 // configuration with 32-wide subgroups, for C and W multiples of 8).
 //
 // A workgroup of 2 x COLUMN_GROUPS subgroups computes a 128 x (64 COLUMN_GROUPS) output tile (the
-// planner uses 2: 128 x 128), each subgroup a 64 x 64 block as 4 x 4 accumulator matrices: per 16-deep step a subgroup loads 4 A and 4 B matrices from shared memory
-// for 16 multiply-adds (with 8 subgroups of 32 x 64 it was 6 loads for 8; on the H200 that layout took
+// planner uses 2: 128 x 128), each subgroup a 64 x 64 block as 4 x 4 accumulator matrices: per 16-deep
+// step a subgroup loads 4 A and 4 B matrices from shared memory for 16 multiply-adds (with 8 subgroups
+// of 32 x 64 it was 6 loads for 8; on the H200 that layout took
 // 6.84 ms for 8192^3 against 4.58 ms for this one, benchmarks/vulkan/NOTES.md). C advances in steps
 // of 32: the A slice (128 x 32) and the B slice (32 x BN) are read from global memory as 8 halves at a
 // time (uvec4: the fp16 bits are never converted on the way) into one of two shared buffers whose rows
