@@ -16,6 +16,8 @@ wall time beside it where it says something different):
   ``--iree DIR`` (modules from iree_vulkan.py compile) also vs IREE's Vulkan driver on the same GPU, and
   the int8 program against IREE alone (torch has no eager int8 model to run).
 
+Every timed window runs with Python's cyclic collector off, after a full collection (``collector_off``).
+
 The buffers are bound the same way at every submission, so the backend replays a direct recording (its
 kernels read and write these buffers; ADR 0008) after the first; no Vulkan timestamp query is read here,
 so there is no kernel-only figure. Writes results.md / results.json to --out (default
@@ -25,11 +27,14 @@ benchmarks/vulkan/results) and prints the table last.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import gc
 import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +56,21 @@ INT8_TARGET_TOPS = 600  # kernel throughput asked of INT8 MATMUL 8192^3 on the H
 LATENCY_TARGET_US = 20.0
 USAGE = BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE
 USAGE |= BufferUsage.TRANSFER_DESTINATION
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """A timed window: a full collection first, then Python's cyclic collector off until it ends (as timeit
+    does). A full collection of this process's heap, torch's objects included, took 80-139 ms on the H100
+    and lands in whichever window its allocation count falls in (NOTES v29-v30)."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Loaded:
@@ -81,22 +101,24 @@ class Loaded:
         self.finish(self.submit())
         while time.perf_counter() < warm_until:
             self.finish(self.submit())
-        start = time.perf_counter()
-        events = [self.submit() for _ in range(count)]
-        for e in events:
-            self.finish(e)
-        return (time.perf_counter() - start) / count
+        with collector_off():
+            start = time.perf_counter()
+            events = [self.submit() for _ in range(count)]
+            for e in events:
+                self.finish(e)
+            return (time.perf_counter() - start) / count
 
     def latency_us(self, count: int) -> float:
         """Median submit -> complete, completion observed by polling."""
         samples = []
-        for _ in range(count):
-            start = time.perf_counter()
-            event = self.submit()
-            while not self.acc.poll_event(event).terminal:
-                pass
-            samples.append(time.perf_counter() - start)
-            self.acc.destroy_event(event)
+        with collector_off():
+            for _ in range(count):
+                start = time.perf_counter()
+                event = self.submit()
+                while not self.acc.poll_event(event).terminal:
+                    pass
+                samples.append(time.perf_counter() - start)
+                self.acc.destroy_event(event)
         return statistics.median(samples) * 1e6
 
     def prepared_latency_us(self, count: int) -> tuple[float, float | None]:
@@ -111,10 +133,11 @@ class Loaded:
             launcher = self.acc._record(prepared, type(prepared)).native
             marked_before = getattr(launcher, "marked_launches", None)
             samples = []
-            for _ in range(count):
-                start = time.perf_counter()
-                self.acc.wait_launch(prepared, self.acc.launch(prepared))
-                samples.append(time.perf_counter() - start)
+            with collector_off():
+                for _ in range(count):
+                    start = time.perf_counter()
+                    self.acc.wait_launch(prepared, self.acc.launch(prepared))
+                    samples.append(time.perf_counter() - start)
             marked = None if marked_before is None else (launcher.marked_launches - marked_before) / count
             routes = getattr(launcher, "route_times", None)
             if routes is not None:  # why the launcher chose as it did: its latest times, its counter reads
@@ -154,13 +177,14 @@ def cuda_ms(torch: Any, fn: Any, reps: int) -> float:
     fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+    with collector_off():
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
     return statistics.median(times)
 
 
@@ -296,10 +320,11 @@ def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
         exe = loaded.exe
         user = []
         value = np.ones(256, np.float32)
-        for _ in range(count // 4):
-            start = time.perf_counter()
-            exe(value)
-            user.append(time.perf_counter() - start)
+        with collector_off():
+            for _ in range(count // 4):
+                start = time.perf_counter()
+                exe(value)
+                user.append(time.perf_counter() - start)
     finally:
         loaded.close()
     return {
@@ -319,10 +344,11 @@ def _ironaccel_model(dev: Any, path: Path, x: np.ndarray, reps: int) -> tuple[np
     try:
         (got,) = exe(x)
         walls = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            exe(x)
-            walls.append(time.perf_counter() - start)
+        with collector_off():
+            for _ in range(reps):
+                start = time.perf_counter()
+                exe(x)
+                walls.append(time.perf_counter() - start)
         loaded = Loaded(dev, load(path), [x])
         try:
             device_ms = loaded.per_run_seconds(reps) * 1e3
@@ -363,11 +389,12 @@ def bench_models(dev: Any, torch: Any, reps: int, iree: list[dict[str, Any]] | N
             with torch.no_grad():
                 eager_ms = cuda_ms(torch, lambda m=module, t=tx: m(t), reps)
                 walls_t = []
-                for _ in range(reps):
-                    start = time.perf_counter()
-                    module(tx)
-                    torch.cuda.synchronize()
-                    walls_t.append(time.perf_counter() - start)
+                with collector_off():
+                    for _ in range(reps):
+                        start = time.perf_counter()
+                        module(tx)
+                        torch.cuda.synchronize()
+                        walls_t.append(time.perf_counter() - start)
             row["peer_ms"] = statistics.median(walls_t) * 1e3
             row["peer_event_ms"] = eager_ms
             if "error" not in row:

@@ -14,6 +14,9 @@
 //     3 (loads only): every step's global loads folded into one register by xor, no shared memory and
 //       no barrier in the loop, so the time is what the global reads alone cost;
 //     4 (loads and stores): mode 3 plus every step's shared stores, still no barrier in the loop.
+//     5 (load ceiling): mode 3 without any cooperative matrix, so the kernel needs few registers and the
+//       driver can keep many workgroups on each multiprocessor: the time is how fast the memory system
+//       delivers these tiles' operands to plain loads with as many of them in flight as it allows.
 //   PREFETCH 0 or D (modes 0 and 1, two buffers): each step also touches one word of every 32-byte sector
 //     of the slices D steps ahead, so they are in L2 before their real loads; the words are folded
 //     into one register that a never-true test of a push constant consumes, so no result changes.
@@ -151,7 +154,21 @@ void main() {
     uvec4 ra[A_LOADS];
     uvec4 rb[B_LOADS];
     fetch(0u, n, row0, col0, tid, ra, rb);
-#if MODE == 3 || MODE == 4
+#if MODE == 5
+    uvec4 sink = uvec4(0u);
+    for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
+        fetch(k0, n, row0, col0, tid, ra, rb);
+        [[unroll]] for (uint i = 0u; i < A_LOADS; ++i) {
+            sink ^= ra[i];
+        }
+        [[unroll]] for (uint i = 0u; i < B_LOADS; ++i) {
+            sink ^= rb[i];
+        }
+    }
+    // One word per invocation, inside the tile, so the loads feed the result.
+    outv[(n * dim_h() + row0 + tid / 16u) * dim_w() + col0 + tid % 16u] = uintBitsToFloat(sink.x ^ sink.y ^ sink.z ^ sink.w);
+    return;
+#elif MODE == 3 || MODE == 4
     uvec4 sink = uvec4(0u);
     for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
         fetch(k0, n, row0, col0, tid, ra, rb);
