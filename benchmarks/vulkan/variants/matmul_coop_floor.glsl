@@ -14,6 +14,10 @@
 //     3 (loads only): every step's global loads folded into one register by xor, no shared memory and
 //       no barrier in the loop, so the time is what the global reads alone cost;
 //     4 (loads and stores): mode 3 plus every step's shared stores, still no barrier in the loop.
+//     6 (arithmetic ceiling without barriers): mode 2 with no barrier in the loop; the shared reads
+//       stay in it because their offsets depend on a push constant the compiler cannot know is 0;
+//     7 (register ceiling): each subgroup's fragments read from shared memory once, then C / 32 steps of
+//       multiply-adds on them, so the time is the cooperative matrices' own rate on this driver.
 //     5 (load ceiling): mode 3 without any cooperative matrix, so the kernel needs few registers and the
 //       driver can keep many workgroups on each multiprocessor: the time is how fast the memory system
 //       delivers these tiles' operands to plain loads with as many of them in flight as it allows.
@@ -110,15 +114,15 @@ void touch(uint k0, uint n, uint row0, uint col0, uint tid, out uint pf[TOUCHES]
 }
 #endif
 
-void multiply(uint buf, uint wm, uint wn) {
+void multiply(uint buf, uint wm, uint wn, uint skew) {
     [[unroll]] for (uint kk = 0u; kk < BK / 16u; ++kk) {
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[4];
         coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[4];
         [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-            coopMatLoad(fa[i], sa[buf], (wm * 64u + 16u * i) * SA + 2u * kk, SA, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(fa[i], sa[buf], (wm * 64u + 16u * i) * SA + 2u * kk + skew, SA, gl_CooperativeMatrixLayoutRowMajor);
         }
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            coopMatLoad(fb[j], sb[buf], (16u * kk) * SB + (wn * 64u + 16u * j) / 8u, SB, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(fb[j], sb[buf], (16u * kk) * SB + (wn * 64u + 16u * j) / 8u + skew, SB, gl_CooperativeMatrixLayoutRowMajor);
         }
         [[unroll]] for (uint i = 0u; i < 4u; ++i) {
             [[unroll]] for (uint j = 0u; j < 4u; ++j) {
@@ -186,12 +190,39 @@ void main() {
     barrier();
     stage(0u, tid, ra, rb);
     barrier();
-    multiply(0u, wm, wn);
+    multiply(0u, wm, wn, 0u);
+#elif MODE == 6
+    stage(0u, tid, ra, rb);
+    barrier();
+    uint zero = p.batch_base;  // 0 here (one batch), but not to the compiler
+    for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
+        multiply(0u, wm, wn, zero * k0);
+    }
+#elif MODE == 7
+    stage(0u, tid, ra, rb);
+    barrier();
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ka[BK / 16u][4];
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> kb[BK / 16u][4];
+    [[unroll]] for (uint kk = 0u; kk < BK / 16u; ++kk) {
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+            coopMatLoad(ka[kk][i], sa[0], (wm * 64u + 16u * i) * SA + 2u * kk, SA, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(kb[kk][i], sb[0], (16u * kk) * SB + (wn * 64u + 16u * i) / 8u, SB, gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+    for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
+        [[unroll]] for (uint kk = 0u; kk < BK / 16u; ++kk) {
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+                [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                    acc[i][j] = coopMatMulAdd(ka[kk][i], kb[kk][j], acc[i][j]);
+                }
+            }
+        }
+    }
 #elif MODE == 2
     stage(0u, tid, ra, rb);
     barrier();
     for (uint k0 = 0u; k0 < dim_c(); k0 += BK) {
-        multiply(0u, wm, wn);
+        multiply(0u, wm, wn, 0u);
         barrier();  // as in the real loop, and so the shared reads are not hoisted out of it
     }
 #elif BUFFERS == 2
@@ -211,7 +242,7 @@ void main() {
             fetch(k0 + BK, n, row0, col0, tid, ra, rb);
         }
         if (MODE == 0 || !more) {
-            multiply(buf, wm, wn);
+            multiply(buf, wm, wn, 0u);
         }
 #if PREFETCH
         [[unroll]] for (uint i = 0u; i < TOUCHES; ++i) {
@@ -242,7 +273,7 @@ void main() {
             fetch(k0 + BK, n, row0, col0, tid, ra, rb);
         }
         if (MODE == 0 || !more) {
-            multiply(0u, wm, wn);
+            multiply(0u, wm, wn, 0u);
         }
     }
 #endif
