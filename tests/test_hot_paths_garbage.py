@@ -22,6 +22,7 @@ from ironaccel.core.errors import Unsupported
 from ironaccel.runtime import Binding, BufferDesc, BufferUsage, MemoryDomain
 from ironaccel.tosa import ProgramBuilder
 from vulkan_fixtures import DEVICE as VULKAN
+from vulkan_fixtures import clean  # noqa: F401 - autouse: no Vulkan layer message
 
 REPEATS = 200
 DRIFT = 8  # tracked objects that may come and go regardless of the count (see the docstring)
@@ -43,6 +44,10 @@ def device(request) -> Iterator[object]:
         pytest.skip(f"{request.param} unavailable: {exc}")
     yield dev
     dev.close()
+    leaks = {k: v for k, v in dev.accelerator.live_resources().items() if v}
+    if hasattr(dev.accelerator, "close"):
+        dev.accelerator.close()
+    assert not leaks, leaks
 
 
 def garbage_after(step: Callable[[], object]) -> tuple[int, int]:
