@@ -17,12 +17,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-import ironaccel
-from ironaccel.core.errors import Unsupported
 from ironaccel.runtime import Binding, BufferDesc, BufferUsage, MemoryDomain
 from ironaccel.tosa import ProgramBuilder
 from vulkan_fixtures import DEVICE as VULKAN
-from vulkan_fixtures import clean  # noqa: F401 - autouse: no Vulkan layer message
+from vulkan_fixtures import clean, close_without_leaks, open_test_device  # noqa: F401 - clean: autouse, no layer message
 
 REPEATS = 200
 DRIFT = 8  # tracked objects that may come and go regardless of the count (see the docstring)
@@ -38,16 +36,9 @@ def two_operator_program():
 
 @pytest.fixture(params=["cpu", VULKAN])
 def device(request) -> Iterator[object]:
-    try:
-        dev = ironaccel.open(request.param)
-    except Unsupported as exc:
-        pytest.skip(f"{request.param} unavailable: {exc}")
+    dev = open_test_device(request.param)
     yield dev
-    dev.close()
-    leaks = {k: v for k, v in dev.accelerator.live_resources().items() if v}
-    if hasattr(dev.accelerator, "close"):
-        dev.accelerator.close()
-    assert not leaks, leaks
+    close_without_leaks(dev)
 
 
 def garbage_after(step: Callable[[], object]) -> tuple[int, int]:

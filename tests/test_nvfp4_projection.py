@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ironaccel
 from ironaccel import nvfp4
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
-from ironaccel.core.errors import InvalidArgument, Unsupported
+from ironaccel.core.errors import InvalidArgument
 from ironaccel.runtime import ArtifactRef, Device
 from ironaccel.runtime.types import NVFP4_FORMAT, TOSA_FORMAT
 from ironaccel.tosa.errors import LoweringError
-from vulkan_fixtures import DEVICE, clean
+from vulkan_fixtures import DEVICE, clean, close_without_leaks, open_test_device
 
 __all__ = ["clean"]  # the fixture, used by name
 
@@ -30,15 +29,9 @@ RTOL = 1e-5
 
 @pytest.fixture(scope="module", params=["cpu", DEVICE])
 def dev(request):
-    try:
-        device = ironaccel.open(request.param)
-    except Unsupported as exc:
-        pytest.skip(f"{request.param} unavailable: {exc}")
+    device = open_test_device(request.param)
     yield device
-    device.close()
-    assert not any(device.accelerator.live_resources().values())
-    if hasattr(device.accelerator, "close"):  # a Vulkan device is released at once, not at collection
-        device.accelerator.close()
+    close_without_leaks(device)
 
 
 def _assert_close(y: np.ndarray, want: np.ndarray) -> None:
