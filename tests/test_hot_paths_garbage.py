@@ -1,8 +1,8 @@
 """The repeated paths of an execution device leave nothing for Python's cyclic collector.
 
-In a process that also holds a framework's objects, one full collection costs tens of milliseconds (80-139
-ms with torch loaded on the benchmark machine, benchmarks/vulkan/NOTES.md v30), and it starts once enough
-container objects have survived. So a submission, a prepared launch or a user-API call that left a
+In a process that also holds a framework's objects, one full collection costs tens of milliseconds (up to
+139 ms with torch loaded on the benchmark machine, benchmarks/vulkan/NOTES.md v30), and it starts once
+enough container objects have survived. So a submission, a prepared launch or a user-API call that left a
 reference cycle, or kept a growing record, would bring those pauses to whoever runs it in a loop. With
 the collector off, each path runs many times; a full collection must then find nothing unreachable, and
 the tracked objects must not grow with the count. (They may differ by a few: a collection stops tracking

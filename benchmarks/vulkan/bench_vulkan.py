@@ -61,8 +61,8 @@ USAGE |= BufferUsage.TRANSFER_DESTINATION
 @contextlib.contextmanager
 def collector_off() -> Iterator[None]:
     """A timed window: a full collection first, then Python's cyclic collector off until it ends (as timeit
-    does). A full collection of this process's heap, torch's objects included, took 80-139 ms on the H100
-    and lands in whichever window its allocation count falls in (NOTES v29-v30)."""
+    does). A full collection of this process's heap, torch's objects included, took up to 139 ms on the
+    H100 and lands in whichever window its allocation count falls in (NOTES v29-v30)."""
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
