@@ -11,7 +11,8 @@ the same loops in C (built here with the CPU backend's compiler, when there is o
 
     python3 benchmarks/vulkan/probe_latency.py --device nvidia [--count 2000]
 
-Prints a table of medians (and 10th / 90th percentiles) in microseconds.
+Prints a table of medians (and 10th / 90th percentiles) in microseconds. Python's cyclic collector is off
+while a row is timed (``bench_vulkan.collector_off``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_vulkan import Loaded  # noqa: E402
+from bench_vulkan import Loaded, collector_off  # noqa: E402
 
 import ironaccel  # noqa: E402
 from ironaccel.backends.vulkan import binding, commands  # noqa: E402
@@ -97,10 +98,11 @@ def timed(count: int, body: Callable[[], None]) -> list[float]:
     for _ in range(min(50, count)):
         body()
     samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        body()
-        samples.append(time.perf_counter() - start)
+    with collector_off():
+        for _ in range(count):
+            start = time.perf_counter()
+            body()
+            samples.append(time.perf_counter() - start)
     return samples
 
 
@@ -350,16 +352,17 @@ def main() -> None:
     commands.end(vk, flag_cb)
     info_flag = commands.submit_info(vk, [recording.cb, flag_cb])
     flag_samples: list[float] = []
-    for i in range(args.count + 50):
-        flag_view[0] = 0
-        lib.vkResetFences(vdev, 1, fences)
-        start = time.perf_counter()
-        commands.submit(vk, queue, info_flag, fence)
-        while flag_view[0] == 0:
-            pass
-        if i >= 50:
-            flag_samples.append(time.perf_counter() - start)
-        spin_fence()
+    with collector_off():
+        for i in range(args.count + 50):
+            flag_view[0] = 0
+            lib.vkResetFences(vdev, 1, fences)
+            start = time.perf_counter()
+            commands.submit(vk, queue, info_flag, fence)
+            while flag_view[0] == 0:
+                pass
+            if i >= 50:
+                flag_samples.append(time.perf_counter() - start)
+            spin_fence()
     rows.append(("raw: device-written host flag, spun on", flag_samples))
 
     # -- the same loops in C --------------------------------------------------------------------------
