@@ -21,22 +21,26 @@ the queue is then one launch.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
 from ..tosa.target import Target
+from . import reclaim
 from .accelerator import Accelerator, InlineRun
 from .backends import AUTO_ORDER, factory
+from .errors import ReleaseRejected
 from .event import EventState
-from .handles import Buffer, Event, Prepared, Program
+from .handles import Buffer, Context, Event, Prepared, Program, Queue
 from .spec import TensorSpec
 from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
+
+log = logging.getLogger("ironaccel.runtime")
 
 _IO_USAGE = (
     BufferUsage.PROGRAM_INPUT
@@ -83,11 +87,124 @@ class _CallSet:
         self.prepared: Prepared | None = None
 
 
+class _Held:
+    """What one Executable holds on its device: the loaded program and the buffer sets kept for calls.
+
+    Kept apart from the Executable so that the job releasing it (:mod:`.reclaim`) refers to this and
+    never to the Executable: an Executable that its user drops is collected, then this is released."""
+
+    __slots__ = ("acc", "device", "lock", "open", "program", "spare", "unloaded")
+
+    def __init__(self, device: _DeviceHeld, program: Program) -> None:
+        self.acc = device.acc
+        self.device = device
+        self.program = program
+        self.spare: list[_CallSet] = []
+        # Reentrant: a Run of this program dropped (and released) while this thread holds the lock.
+        self.lock = threading.RLock()
+        self.open = True
+        self.unloaded = False
+
+    def take(self) -> _CallSet | None:
+        with self.lock:
+            return self.spare.pop() if self.spare else None
+
+    def give_back(self, calls: _CallSet) -> None:
+        """A finished call's buffer set: kept for the next call, or freed."""
+        with self.lock:
+            if len(self.spare) < SPARE_SETS and self.open:
+                self.spare.append(calls)
+                return
+        self.discard(calls)
+
+    def discard(self, calls: _CallSet) -> None:
+        acc = self.acc
+        if calls.prepared is not None:
+            acc.release_prepared(calls.prepared)
+            calls.prepared = None
+        buffers, calls.buffers = calls.buffers, []
+        for buf in buffers:
+            acc.free_buffer(buf)
+
+    def launch_over(self, calls: _CallSet, ticket: int) -> bool:
+        """Whether the launch of ``ticket`` no longer runs (finished, or failed)."""
+        assert calls.prepared is not None
+        try:
+            return self.acc.poll_launch(calls.prepared, ticket)
+        except IronAccelError:
+            return True
+
+    def close(self) -> bool:
+        """Free the kept buffer sets and unload the program. False while work of this program still
+        runs (a dropped Run's): the program stays loaded and ``close`` is tried again later."""
+        with self.lock:
+            self.open = False
+            spare, self.spare = self.spare, []
+        for calls in spare:
+            self.discard(calls)
+        if self.unloaded:
+            return True
+        try:
+            self.acc.unload_program(self.program)
+        except ReleaseRejected:
+            return False
+        except IronAccelError as exc:  # the device is gone: nothing of it is left to release
+            log.debug("unloading %r: %s", self.program, exc)
+        self.unloaded = True
+        self.device.forget(self)
+        return True
+
+
+class _RunRelease:
+    """The release job of a Run dropped before ``wait``: once its work ended, what the call held goes
+    back (its outputs are never read)."""
+
+    __slots__ = ("calls", "event", "held", "started", "ticket")
+
+    def __init__(self, run: Run) -> None:
+        self.held, self.calls, self.event, self.ticket, self.started = (
+            run._held,
+            run._calls,
+            run.event,
+            run._ticket,
+            run._started,
+        )
+
+    def __call__(self) -> bool:
+        held, acc = self.held, self.held.acc
+        if self.started is not None:
+            if not self.started.done:
+                return False
+            outs = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.held.program.outputs]
+            try:
+                self.started.finish(outs, 1.0)
+            except IronAccelError:
+                pass  # the run failed: nobody is left to tell
+            return True
+        assert self.calls is not None
+        if self.ticket is not None:
+            if not held.launch_over(self.calls, self.ticket):
+                return False
+        else:
+            assert self.event is not None
+            try:
+                if not acc.poll_event(self.event).terminal:
+                    return False
+                acc.destroy_event(self.event)
+            except IronAccelError:
+                pass  # lost with the device: nothing left to release
+        held.give_back(self.calls)
+        return True
+
+
 class Run:
     """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given).
 
     Not thread-safe: use a Run from one thread at a time (its first ``wait`` releases the event and
-    buffers). Other Runs of the same Executable may be waited on from other threads meanwhile."""
+    buffers). Other Runs of the same Executable may be waited on from other threads meanwhile.
+
+    A Run dropped (or ``close``d) before ``wait`` gives back what its call holds once the work ends; its
+    outputs are then never read, so ``out`` arrays it was given are left as they were."""
 
     def __init__(
         self,
@@ -99,21 +216,29 @@ class Run:
         ticket: int | None = None,
     ) -> None:
         self._exe = exe
+        self._held = exe._held
         self.event = event  # None for a launch of a prepared submission, or a run started inline
         self._calls = calls
         self._out = out
         self._started = started
         self._ticket = ticket
         self._outputs: list[np.ndarray] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "done" if self._outputs is not None else "submitted"
+        return f"<Run of {self._exe!r}: {state}>"
 
     @property
     def done(self) -> bool:
         # After wait() the event is released and the outputs are held here.
         if self._outputs is not None:
             return True
+        if self._closed:
+            raise InvalidArgument(f"{self!r}: the run was closed")
         if self._started is not None:
             return self._started.done
-        acc = self._exe.device.accelerator
+        acc = self._held.acc
         if self._ticket is not None:
             assert self._calls is not None and self._calls.prepared is not None
             return acc.poll_launch(self._calls.prepared, self._ticket)
@@ -122,6 +247,8 @@ class Run:
 
     def wait(self, timeout: float | None = None) -> list[np.ndarray]:
         if self._outputs is None:
+            if self._closed:
+                raise InvalidArgument(f"{self!r}: the run was closed before its outputs were read")
             if self._started is not None:
                 exe = self._exe
                 outs = self._out or [np.empty(spec.shape, spec.numpy_dtype) for spec in exe.outputs]
@@ -133,12 +260,33 @@ class Run:
                 self._outputs = self._exe._finish(self.event, self._ticket, self._calls, timeout, self._out)
         return self._outputs
 
+    def close(self) -> None:
+        """Give back what the call holds without reading its outputs: now if its work has ended, else as
+        soon as it does. Idempotent; nothing to do after ``wait``."""
+        if self._outputs is None and not self._closed:
+            self._closed = True
+            reclaim.release(_RunRelease(self))
+
+    def __del__(self) -> None:
+        if getattr(self, "_outputs", True) is None and not self._closed:
+            self.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class Executable:
     """A program loaded on a device, callable with arrays.
 
     Thread safety: calls and ``submit`` may come from any threads at once (each call gets its own
-    buffers; concurrent calls must not share ``out`` arrays); ``close`` only once no call is in flight."""
+    buffers; concurrent calls must not share ``out`` arrays); ``close`` only once no call is in flight.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) unloads the program and frees the buffers kept
+    for calls; an Executable that is dropped without it does the same when it is collected. Runs keep
+    their Executable alive until they are waited for or dropped."""
 
     def __init__(self, device: Device, program: Program) -> None:
         self.device = device
@@ -146,21 +294,23 @@ class Executable:
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
         acc = device.accelerator
+        self._held = _Held(device._held, program)
         self._inline = acc.runs_inline(program)
         self._starts = acc.starts_inline(program)
         self._launches = acc.launches_natively
-        # Small outputs in host memory: the host reads them at memory speed (mapped device memory is read
-        # uncached on some devices: 1 KiB took ~50 us on the H200, benchmarks/vulkan/NOTES.md v10).
+        # Small outputs in host memory: the host reads them at memory speed (mapped device memory can be
+        # read uncached, which makes even a kilobyte slow).
         host = MemoryDomain.HOST in acc.device_info().domains
         self._domains = [MemoryDomain.SHARED] * len(self.inputs) + [
             MemoryDomain.HOST if host and 0 < spec.nbytes <= SMALL_OUTPUT_BYTES else MemoryDomain.SHARED
             for spec in self.outputs
         ]
-        # Buffer sets of finished calls, reused by the next ones: allocating costs more than many small
-        # programs take to run, and a backend may keep work prepared for buffers it saw before.
-        self._spare: list[_CallSet] = []
-        self._spare_lock = threading.Lock()
-        self._closed = False
+
+    def __repr__(self) -> str:
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
+        state = "" if self._held.open else " closed"
+        return f"<Executable on {self.device.name}{state}: ({ins}) -> ({outs})>"
 
     def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
         if not self._inline:
@@ -175,7 +325,7 @@ class Executable:
             others = [*values, *targets]
             if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
                 return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
-        self.device.accelerator.run_inline(self.program, values, targets)
+        self._held.acc.run_inline(self.program, values, targets)
         return targets
 
     def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None) -> Run:
@@ -185,13 +335,11 @@ class Executable:
             raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
         values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
         targets = self._targets(out)
-        acc, ctx = self.device.accelerator, self.device.context
+        held = self._held
+        acc, ctx = held.acc, self.device.context
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
             return Run(self, None, None, targets, acc.start_inline(self.program, values))
-        with self._spare_lock:
-            calls = self._spare.pop() if self._spare else None
-        if calls is None:
-            calls = _CallSet([])
+        calls = held.take() or _CallSet([])
         try:
             if not calls.buffers:
                 for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
@@ -205,7 +353,7 @@ class Executable:
                 return Run(self, None, calls, targets, ticket=acc.launch(calls.prepared))
             event = acc.submit(self.device.queue, self.program, self._bindings(calls.buffers), timeout=timeout)
         except BaseException:
-            self._discard(calls)
+            held.discard(calls)
             raise
         return Run(self, event, calls, targets)
 
@@ -244,7 +392,8 @@ class Executable:
         timeout: float | None,
         out: list[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
-        acc = self.device.accelerator
+        held = self._held
+        acc = held.acc
         try:
             if ticket is not None:
                 assert calls.prepared is not None
@@ -266,62 +415,103 @@ class Executable:
             return outs
         finally:
             if ticket is not None:
-                if self._launch_over(calls, ticket):
-                    self._release(calls)
+                if held.launch_over(calls, ticket):
+                    held.give_back(calls)
             elif event is not None and acc.poll_event(event).terminal:
                 acc.destroy_event(event)
-                self._release(calls)
-
-    def _launch_over(self, calls: _CallSet, ticket: int) -> bool:
-        """Whether the launch no longer runs (finished, or failed)."""
-        assert calls.prepared is not None
-        try:
-            return self.device.accelerator.poll_launch(calls.prepared, ticket)
-        except IronAccelError:
-            return True
-
-    def _release(self, calls: _CallSet) -> None:
-        with self._spare_lock:
-            if len(self._spare) < SPARE_SETS and not self._closed:
-                self._spare.append(calls)
-                return
-        self._discard(calls)
-
-    def _discard(self, calls: _CallSet) -> None:
-        acc = self.device.accelerator
-        if calls.prepared is not None:
-            acc.release_prepared(calls.prepared)
-            calls.prepared = None
-        for buf in calls.buffers:
-            acc.free_buffer(buf)
-        calls.buffers = []
+                held.give_back(calls)
 
     def close(self) -> None:
-        """Unload the program and free the buffers kept for calls; later calls do nothing."""
-        with self._spare_lock:
-            self._closed = True
-            spare, self._spare = self._spare, []
-        for calls in spare:
-            self._discard(calls)
-        if self.device._forget(self):
-            self.device.accelerator.unload_program(self.program)
+        """Unload the program and free the buffers kept for calls. Idempotent. Work still running (of a
+        Run dropped unwaited) keeps the program loaded until it ends, then it is unloaded."""
+        if self._held.open or not self._held.unloaded:
+            reclaim.release(self._held.close)
+
+    def __del__(self) -> None:
+        held = getattr(self, "_held", None)
+        if held is not None and not held.unloaded:
+            reclaim.release(held.close)
+
+    def __enter__(self) -> Executable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _DeviceHeld:
+    """What a Device holds on its accelerator: a context, a queue, and its executables' holdings (kept
+    apart from the Device so that releasing them refers to this, as for :class:`_Held`)."""
+
+    __slots__ = ("acc", "closed", "context", "executables", "lock", "queue")
+
+    def __init__(self, acc: Accelerator) -> None:
+        self.acc = acc
+        self.context = acc.create_context()
+        try:
+            self.queue = acc.create_queue(self.context)
+        except BaseException:
+            acc.destroy_context(self.context)
+            raise
+        self.executables: set[_Held] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def add(self, held: _Held) -> None:
+        with self.lock:
+            if self.closed:
+                raise InvalidArgument("the device was closed")
+            self.executables.add(held)
+
+    def forget(self, held: _Held) -> None:
+        with self.lock:
+            self.executables.discard(held)
+
+    def close(self) -> bool:
+        """Close every executable, then the queue and the context; False while work still runs."""
+        with self.lock:
+            self.closed = True
+            executables = list(self.executables)
+        if not all([held.close() for held in executables]):
+            return False
+        acc = self.acc
+        try:
+            if self.queue is not None:
+                acc.destroy_queue(self.queue)
+                self.queue = None
+            if self.context is not None:
+                acc.destroy_context(self.context)
+                self.context = None
+        except ReleaseRejected:
+            return False
+        except IronAccelError as exc:  # the device is gone: nothing of it is left to release
+            log.debug("closing a device: %s", exc)
+        return True
 
 
 class Device:
     """One accelerator opened for use: a context and a queue on it.
 
     Thread safety: ``compile`` and the executables it returns may be used from any threads at once;
-    ``close`` only after the other threads are done with the device."""
+    ``close`` only after the other threads are done with the device.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) closes its executables and releases the context
+    and queue; a Device dropped without it does the same once it and its executables are collected."""
 
     def __init__(self, accelerator: Accelerator, name: str, why: str = "") -> None:
         self.accelerator = accelerator
         self.name = name
         self.why = why
         self.info = accelerator.device_info()
-        self.context = accelerator.create_context()
-        self.queue = accelerator.create_queue(self.context)
-        self._executables: list[Executable] = []
-        self._lock = threading.Lock()
+        self._held = _DeviceHeld(accelerator)
+
+    @property
+    def context(self) -> Context:
+        return self._held.context
+
+    @property
+    def queue(self) -> Queue:
+        return self._held.queue
 
     def __repr__(self) -> str:
         return f"<Device {self.name}: {self.info.name}>"
@@ -338,32 +528,31 @@ class Device:
 
         ``target`` (profiles, extensions, level) restricts what a TOSA program may use; None checks it
         against all of TOSA 1.0 with no level limits."""
+        if self._held.closed:
+            raise InvalidArgument(f"{self!r} was closed")
         payload, artifact_format = _artifact(source)
         # No bound of the caller's: what the program keeps resident (constants, a GPU backend's arena of
         # intermediates) is limited by the context's quota alone, which load_program enforces.
         bound = resident_bytes if resident_bytes is not None else 1 << 62
         words = target.encode() if target is not None else ()
         program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words, artifact_format))
-        exe = Executable(self, program)
-        with self._lock:
-            self._executables.append(exe)
+        try:
+            exe = Executable(self, program)
+            self._held.add(exe._held)
+        except BaseException:
+            self.accelerator.unload_program(program)
+            raise
         return exe
 
-    def _forget(self, exe: Executable) -> bool:
-        with self._lock:
-            if exe in self._executables:
-                self._executables.remove(exe)
-                return True
-            return False
-
     def close(self) -> None:
-        acc = self.accelerator
-        with self._lock:
-            executables = list(self._executables)
-        for exe in executables:
-            exe.close()
-        acc.destroy_queue(self.queue)
-        acc.destroy_context(self.context)
+        """Close every executable, then release the context and queue. Idempotent. Work still running (of
+        a Run dropped unwaited) delays the release until it ends."""
+        reclaim.release(self._held.close)
+
+    def __del__(self) -> None:
+        held = getattr(self, "_held", None)
+        if held is not None and not (held.closed and held.context is None):
+            reclaim.release(held.close)
 
     def __enter__(self) -> Device:
         return self
