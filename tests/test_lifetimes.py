@@ -202,3 +202,25 @@ def test_the_virtio_accel_corpus_runs_whole_through_one_virtio_device(served):
     assert _live(dev) == {"context": 1, "queue": 1}
     dev.close()
     dev.accelerator.close()
+
+
+def test_contract_handles_release_in_with_blocks():
+    from ironaccel.runtime import ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
+
+    acc = CpuAccelerator()
+    usage = BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE
+    usage |= BufferUsage.TRANSFER_DESTINATION
+    with acc.create_context() as ctx, acc.create_queue(ctx) as queue:
+        with acc.load_program(ctx, ArtifactRef(_add_program(), 1 << 30)) as program:
+            buffers = [acc.allocate_buffer(ctx, BufferDesc(32, MemoryDomain.HOST, usage)) for _ in range(3)]
+            x = np.arange(8, dtype=np.float32)
+            acc.write_buffer(buffers[0], 0, x)
+            acc.write_buffer(buffers[1], 0, x)
+            with acc.prepare(queue, program, [Binding(i, b, 0, 32) for i, b in enumerate(buffers)]) as prepared:
+                acc.wait_launch(prepared, acc.launch(prepared), 10)
+            assert "prepared" not in _live_of(acc)
+            out = np.frombuffer(acc.read_buffer(buffers[2], 0, 32), np.float32)
+            np.testing.assert_array_equal(out, 2 * x)
+            for buf in buffers:
+                buf.release()
+    assert _live_of(acc) == {}

@@ -5,6 +5,13 @@ so a stale or foreign handle is recognised instead of silently naming a newer ob
 
 Thread safety: a handle is an immutable name and may be shared between threads; every operation on
 it goes through its accelerator, which checks it (a handle released on one thread is stale on all).
+
+Lifetime: a handle of the contract is released explicitly, as the accelerator's ``destroy_context``,
+``free_buffer``, ``unload_program``, ``destroy_queue``, ``destroy_event`` or ``release_prepared`` does,
+or by ``handle.release()`` and by leaving a ``with`` block, which call the same method. Dropping a
+handle releases nothing: the contract's objects have owners that say when they go (a virtio guest's
+ids, a queue's pending work), unlike the user API's objects (runtime.session), which are released
+when collected.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ class Handle:
 
     __slots__ = ("context", "id", "owner")
     kind = "object"
+    _release = ""  # the owner's method that releases this kind of object
+
 
     def __init__(self, owner: object, id: int, context: Context | None) -> None:
         self.owner = owner
@@ -27,15 +36,27 @@ class Handle:
     def __repr__(self) -> str:
         return f"<{self.kind} {self.id:#x}>"
 
+    def release(self) -> None:
+        """Release the object through its accelerator (which raises as that method does)."""
+        getattr(self.owner, self._release)(self)
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 class Context(Handle):
     __slots__ = ()
     kind = "context"
+    _release = "destroy_context"
 
 
 class Buffer(Handle):
     __slots__ = ("info",)
     kind = "buffer"
+    _release = "free_buffer"
 
     def __init__(self, owner: object, id: int, context: Context | None, info: object) -> None:
         super().__init__(owner, id, context)
@@ -45,6 +66,7 @@ class Buffer(Handle):
 class Program(Handle):
     __slots__ = ("inputs", "outputs")
     kind = "program"
+    _release = "unload_program"
 
     def __init__(self, owner: object, id: int, context: Context | None, inputs: tuple, outputs: tuple) -> None:
         super().__init__(owner, id, context)
@@ -55,6 +77,7 @@ class Program(Handle):
 class Queue(Handle):
     __slots__ = ()
     kind = "queue"
+    _release = "destroy_queue"
 
 
 class Event(Handle):
@@ -63,6 +86,7 @@ class Event(Handle):
 
     __slots__ = ()
     kind = "event"
+    _release = "destroy_event"
 
 
 class Prepared(Handle):
@@ -72,6 +96,7 @@ class Prepared(Handle):
 
     __slots__ = ()
     kind = "prepared"
+    _release = "release_prepared"
 
 
 class IdAllocator:
