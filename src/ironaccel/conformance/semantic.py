@@ -78,6 +78,48 @@ def _expect(exc_types: type | tuple[type, ...], fn: Callable[[], object], what: 
     raise AssertionError(f"{what}: expected {exc_types}, nothing raised")
 
 
+def endless_program() -> bytes:
+    """A valid program that never ends: a WHILE_LOOP over one int32 whose condition (i >= i) is always
+    true. Only a deadline or a cancellation that reaches running work stops it."""
+    from ..tosa.builder import ProgramBuilder
+    from ..tosa.codec import write
+
+    b = ProgramBuilder()
+    x = b.input("x", (1,), DType.INT32)
+    one = b.const([1], DType.INT32)
+    (out,) = b.while_loop([x], lambda g, i: g.op(Op.GREATER_EQUAL, [i, i]), lambda g, i: g.op(Op.ADD, [i, one]))
+    b.output(out)
+    return write(b.build())
+
+
+class _Endless:
+    """A context with :func:`endless_program` loaded (or Skip where the backend refuses control flow)."""
+
+    def __init__(self, acc: Accelerator) -> None:
+        from ..tosa.errors import LoweringError
+
+        self.acc = acc
+        self.ctx = acc.create_context()
+        try:
+            self.program = acc.load_program(self.ctx, ArtifactRef(endless_program(), 1 << 20))
+        except LoweringError as exc:
+            acc.destroy_context(self.ctx)
+            raise Skip(f"backend does not run WHILE_LOOP: {exc}") from exc
+        self.bufs = [acc.allocate_buffer(self.ctx, BufferDesc(4, MemoryDomain.SHARED, IO)) for _ in range(2)]
+        self.queue = acc.create_queue(self.ctx)
+
+    def submit(self, timeout: float | None = None) -> object:
+        bindings = [Binding(i, b, 0, 4) for i, b in enumerate(self.bufs)]
+        return self.acc.submit(self.queue, self.program, bindings, timeout)
+
+    def close(self) -> None:
+        for b in self.bufs:
+            self.acc.free_buffer(b)
+        self.acc.unload_program(self.program)
+        self.acc.destroy_queue(self.queue)
+        self.acc.destroy_context(self.ctx)
+
+
 class _Fixture:
     """A context with the ADD program loaded, three 16-byte buffers and a queue."""
 
@@ -457,3 +499,29 @@ def run(factory: Callable[[], Accelerator], only: Iterable[str] | None = None) -
         else:
             results.append(CaseResult(name, "pass"))
     return results
+
+
+@case("event.deadline-stops-running-work")
+def _deadline_running(acc: Accelerator) -> None:
+    from ..core.errors import DeadlineExpired
+
+    f = _Endless(acc)
+    ev = f.submit(timeout=0.2)
+    assert acc.wait(ev, 30) is EventState.FAILED, "work that never ends outlived its deadline by 30 s"
+    assert isinstance(acc.event_error(ev), DeadlineExpired), acc.event_error(ev)
+    acc.destroy_event(ev)
+    f.close()
+
+
+@case("event.cancel-stops-running-work")
+def _cancel_running(acc: Accelerator) -> None:
+    if not acc.supports_cancellation:
+        raise Skip("backend does not cancel submitted work")
+    f = _Endless(acc)
+    ev = f.submit(timeout=30)  # the deadline is only a net: the cancellation must end it first
+    time.sleep(0.05)  # let it start
+    assert acc.cancel_event(ev) is True, "cancellation lost against work that never ends"
+    assert acc.cancel_event(ev) is False, "a second cancellation won too"
+    assert acc.wait(ev, 10) is EventState.CANCELLED
+    acc.destroy_event(ev)
+    f.close()

@@ -704,7 +704,9 @@ class Accelerator:
         return state
 
     def cancel_event(self, event: Event) -> bool:
-        """True when cancellation won (the work never started); False when the event finished first."""
+        """True when cancellation won: the work never started, or it was running on a backend that stops
+        runs at checkpoints (the event stays PENDING until the run has stopped, then is CANCELLED).
+        False when the event finished first, or its work started where it cannot be stopped."""
         with self._lock:
             core: EventCore = self._record(event, Event).native
         if not self.supports_cancellation:

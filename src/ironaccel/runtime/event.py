@@ -3,6 +3,13 @@
 State machine: PENDING -> COMPLETE | FAILED(error) | CANCELLED. The first transition out of PENDING
 wins (completion and cancellation race safely) and a terminal state never changes. Waiting uses a
 condition variable; polling never blocks. Every method of EventCore is safe from any thread.
+
+Cancelling started work: a backend that stops its runs at checkpoints (the CPU backend: before every
+operator, every loop iteration, and at bounded intervals inside native code) starts them with
+``try_start(stoppable=True)`` and calls :meth:`EventCore.checkpoint` at each. A cancel that comes while
+such a run is going wins at once: the event's outcome is decided (CANCELLED) even if the run then
+finishes before it looks, but its state stays PENDING until the run has stopped, so everything the
+work binds stays pinned while code may still touch it. Deadlines are enforced at the same checkpoints.
 """
 
 from __future__ import annotations
@@ -13,6 +20,11 @@ import time
 from collections.abc import Callable
 
 from ..core.errors import DeadlineExpired, IronAccelError
+
+
+class RunCancelled(IronAccelError):
+    """Raised by :meth:`EventCore.checkpoint` inside a run whose cancellation won; the run's event ends
+    CANCELLED (never FAILED) whatever the backend reports."""
 
 
 class EventState(enum.Enum):
@@ -36,7 +48,9 @@ class EventCore:
         self._state = EventState.PENDING
         self._error: IronAccelError | None = None
         self.deadline = deadline  # time.monotonic() value, or None for no timeout
-        self.started = False  # set by the backend when execution begins (cancel loses after that)
+        self.started = False  # set by the backend when execution begins
+        self.stoppable = False  # the started run stops at checkpoints: a cancel may still win
+        self._stop = False  # a cancel won while the run went: it ends CANCELLED once it has stopped
         self._on_terminal: list[Callable[[], None]] = []
         self._claimed = False  # a transition out of PENDING has begun
 
@@ -56,21 +70,26 @@ class EventCore:
                 return
         fn()
 
-    def _finish(self, state: EventState, error: IronAccelError | None = None, unstarted: bool = False) -> bool:
+    def _finish(self, state: EventState, error: IronAccelError | None = None) -> bool:
         # Two phases: claim the transition, run the terminal callbacks (which release what the event
         # pinned), and only then publish the state, so a waiter that wakes finds everything released.
         with self._cond:
-            if self._state.terminal or self._claimed or (unstarted and self.started):
+            if self._state.terminal or self._claimed:
                 return False
+            if self._stop:  # the cancellation that won while the work ran decides the outcome
+                state, error = EventState.CANCELLED, None
             self._claimed = True
             callbacks, self._on_terminal = self._on_terminal, []
+        self._publish(state, error, callbacks)
+        return True
+
+    def _publish(self, state: EventState, error: IronAccelError | None, callbacks: list[Callable[[], None]]) -> None:
         for fn in callbacks:
             fn()
         with self._cond:
             self._state = state
             self._error = error
             self._cond.notify_all()
-        return True
 
     def complete(self) -> bool:
         return self._finish(EventState.COMPLETE)
@@ -79,11 +98,31 @@ class EventCore:
         return self._finish(EventState.FAILED, error)
 
     def cancel(self) -> bool:
-        """Cancel if execution has not started; True when this call won."""
-        return self._finish(EventState.CANCELLED, unstarted=True)
+        """True when this call won. Work not started ends CANCELLED now; started work that stops at
+        checkpoints (``stoppable``) is told to stop and ends CANCELLED once it has (PENDING until then);
+        started work that cannot be stopped, or an event already decided, is not cancelled."""
+        with self._cond:
+            if self._state.terminal or self._claimed or self._stop:
+                return False
+            if self.started:
+                if not self.stoppable:
+                    return False
+                self._stop = True
+                return True
+            self._claimed = True
+            callbacks, self._on_terminal = self._on_terminal, []
+        self._publish(EventState.CANCELLED, None, callbacks)
+        return True
 
-    def try_start(self) -> bool:
-        """Mark execution begun; False when the event is already terminal (cancelled) or past its deadline."""
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a cancellation won against the running work (it should stop at its next checkpoint)."""
+        return self._stop
+
+    def try_start(self, stoppable: bool = False) -> bool:
+        """Mark execution begun; False when the event is already terminal (cancelled) or past its deadline.
+        ``stoppable``: the backend calls :meth:`checkpoint` while the work runs, so cancellation may still
+        win and the deadline is enforced while it runs."""
         with self._cond:
             if self._state.terminal or self._claimed:
                 return False
@@ -91,11 +130,20 @@ class EventCore:
                 expired = True
             else:
                 self.started = True
+                self.stoppable = stoppable
                 expired = False
         if expired:
             self.fail(DeadlineExpired("deadline passed before execution started"))
             return False
         return True
+
+    def checkpoint(self) -> None:
+        """For a stoppable run, between steps: raises RunCancelled when a cancellation won, DeadlineExpired
+        once the deadline has passed. Cheap: two attribute reads, and the clock only under a deadline."""
+        if self._stop:
+            raise RunCancelled("the work was cancelled while it ran")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineExpired("the work ran past its deadline")
 
     def wait(self, timeout: float | None) -> EventState:
         """Block until terminal or ``timeout`` seconds pass; returns the state then."""

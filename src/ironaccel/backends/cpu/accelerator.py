@@ -2,8 +2,9 @@
 
 Every memory domain is host memory here, so each buffer is one numpy byte array: Host, Device and
 Shared are all host-visible and directly bindable, and binding never copies. Each queue is one worker
-thread running its submissions in order; ``submit`` only enqueues. Cancellation wins while a
-submission has not started. A program's deadline is checked before it starts. A program's last
+thread running its submissions in order (started on demand, gone when idle); ``submit`` only enqueues.
+Runs stop at checkpoints (before every operator and loop iteration on the interpreter): a cancellation
+wins until the run ends, and a deadline ends the run where it is (runtime/event.py). A program's last
 operator may write its result straight into the bound output buffer (see ``_destinations``).
 
 A program runs as native code where :mod:`.native` can compile it, else on the numpy interpreter.
@@ -14,10 +15,10 @@ the caller's arrays.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import platform
-import queue as queue_mod
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -31,21 +32,41 @@ from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, BufferDesc, BufferInfo, 
 
 
 class _Worker:
-    """One thread draining one queue in submission order; it exits when the queue is destroyed."""
+    """Runs one queue's jobs in submission order on a thread of its own, started when a job comes and
+    ended after ``IDLE_S`` without one, so idle queues (a guest may create hundreds) hold no thread."""
+
+    IDLE_S = 1.0
 
     def __init__(self) -> None:
-        self._jobs: queue_mod.SimpleQueue[Any] = queue_mod.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="ironaccel-cpu-queue", daemon=True)
-        self._thread.start()
+        self._jobs: collections.deque[Any] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._running = False  # a thread is draining the jobs (or about to)
 
     def put(self, job: Any) -> None:
-        self._jobs.put(job)
+        with self._cond:
+            self._jobs.append(job)
+            if self._running:
+                self._cond.notify()
+                return
+            self._running = True
+        threading.Thread(target=self._loop, name="ironaccel-cpu-queue", daemon=True).start()
 
     def close(self) -> None:
-        self._jobs.put(None)
+        """No job is pending (the queue is destroyed only then): let the thread go at once."""
+        with self._cond:
+            self._jobs.append(None)
+            self._cond.notify()
 
     def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while True:
+            with self._cond:
+                if not self._jobs:
+                    self._cond.wait(self.IDLE_S)
+                if not self._jobs or self._jobs[0] is None:
+                    self._jobs.clear()
+                    self._running = False
+                    return
+                job = self._jobs.popleft()
             job()
 
 
@@ -197,14 +218,16 @@ def _destinations(ranges: Sequence[BoundRange], out_ranges: Sequence[BoundRange]
 
 
 def _execute(program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -> None:
-    if not event.try_start():
+    # Stoppable: the run looks at the event before every operator (and every loop iteration), so a
+    # cancellation or the deadline ends it there, not only before it starts.
+    if not event.try_start(stoppable=True):
         return
     try:
         inputs = [_view(r) for r in ranges if r.slot < program.n_inputs]
         out_ranges = [r for r in ranges if r.slot >= program.n_inputs]
         # The last operator of a program often writes its result straight into the output buffer (no copy).
         destinations = _destinations(ranges, out_ranges)
-        outputs = program.compiled.run(inputs, destinations=destinations)
+        outputs = program.compiled.run(inputs, destinations=destinations, check=event.checkpoint)
         if len(outputs) != len(out_ranges):
             raise InternalError(f"program produced {len(outputs)} outputs for {len(out_ranges)} slots")
         for r, value, dest in zip(out_ranges, outputs, destinations, strict=True):

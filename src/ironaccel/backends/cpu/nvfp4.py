@@ -7,7 +7,7 @@ float32. Weights are inputs of every run, so nothing but the projection's descri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -38,7 +38,14 @@ class ProjectionRunner:
     def __init__(self, projection: ProjectionArtifact) -> None:
         self.projection = projection
 
-    def run(self, inputs: Sequence[np.ndarray], destinations: Sequence[np.ndarray | None] | None = None) -> list:
+    def run(
+        self,
+        inputs: Sequence[np.ndarray],
+        destinations: Sequence[np.ndarray | None] | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> list:
+        if check is not None:  # one product: looked at once, before it starts
+            check()
         return [self._compute(inputs)]
 
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
