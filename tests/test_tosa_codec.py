@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from ironaccel.core.errors import ResourceLimit
 from ironaccel.tosa import (
     Block,
     DType,
@@ -345,7 +346,7 @@ def test_limits_validate_themselves():
 def test_load_checks_size_before_reading(tmp_path):
     path = tmp_path / "big.tosa"
     path.write_bytes(b"\0" * 4096)
-    with pytest.raises(FormatError, match="limit max_file_bytes=100"):
+    with pytest.raises(ResourceLimit, match=r"4096 bytes, over the limit of 100 bytes \(Limits.max_file_bytes\)"):
         load(path, limits=Limits(max_file_bytes=100))
 
 

@@ -1,7 +1,8 @@
 """``ironaccel demo``: the main job end to end on whatever this host has.
 
 Lists the devices, loads the bundled TOSA program made from a PyTorch model, runs it on the best
-device and on the CPU reference, and shows outputs, agreement and timing.
+device and on the CPU reference, and shows outputs, agreement and timing. The model, its ``.json``
+description and its ``.torch.npz`` reference are read bounded (a ``--model`` path is the user's).
 """
 
 from __future__ import annotations
@@ -32,6 +33,23 @@ def _bundled() -> Path | None:
     return candidates[0] if candidates else None
 
 
+MAX_DESCRIPTION_BYTES = 1 << 20  # a model's .json description: a few hundred bytes for the bundled ones
+
+
+def _description(meta_path: Path) -> dict:
+    """A model's .json description (a JSON object), read bounded."""
+    from ..core.errors import InvalidArgument
+    from ..core.files import read_limited
+
+    try:
+        meta = json.loads(read_limited(meta_path, MAX_DESCRIPTION_BYTES, "model description"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgument(f"{meta_path}: not JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise InvalidArgument(f"{meta_path}: holds a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
 def _time(exe, inputs, repeat: int) -> tuple[list, float]:
     outputs = exe(*inputs)  # warm-up (first call plans buffers)
     samples = []
@@ -48,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from .. import open as open_device
+    from ..conformance import npy
+    from ..core.errors import InvalidArgument
     from ..tosa.codec import load
     from . import devices as devices_cmd
     from .run import compare
@@ -61,12 +81,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     program = load(path)
     meta_path = path.with_suffix(".json")
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = _description(meta_path) if meta_path.exists() else {}
     rng = np.random.default_rng(0)
     inputs = []
     torch_ref = path.with_name(path.stem + ".torch.npz")
-    reference = np.load(torch_ref) if torch_ref.exists() else None
+    reference = npy.load_npz(torch_ref) if torch_ref.exists() else None
     float_model = all(t.dtype.numpy.kind == "f" for t in program.main.input_tensors)
+    if reference is not None and float_model and not {"input", "output"} <= set(reference):
+        raise InvalidArgument(f"{torch_ref}: needs arrays 'input' and 'output', holds {sorted(reference)}")
     if reference is not None and float_model and len(program.main.inputs) == 1:
         inputs = [reference["input"].astype(program.main.input_tensors[0].dtype.numpy)]
     for t in program.main.input_tensors[len(inputs) :]:

@@ -1,7 +1,8 @@
 """``ironaccel inspect PATH``: what a .tosa file holds — version, regions, blocks, operators and tensors.
 
 Tables by default; ``--json`` prints one machine-readable object instead. A file that cannot be read
-(missing, malformed, not TOSA 1.0) is reported on stderr with exit status 1.
+(missing, not a regular file, over the codec's size limit, malformed, not TOSA 1.0) is reported on
+stderr in one line with exit status 1; the file is read bounded (:func:`ironaccel.core.files.read_limited`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from ..core.errors import IronAccelError
 from ..tosa import Block, Program, Tensor, load
 from ..tosa.errors import FormatError, NotTosa10Error
 
@@ -25,10 +27,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         program = load(args.path)
-    except (OSError, FormatError) as exc:
-        kind = "not TOSA 1.0:" if isinstance(exc, NotTosa10Error) else "cannot read"
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"ironaccel inspect: {kind} {args.path}: {detail}", file=sys.stderr)
+    except (OSError, IronAccelError) as exc:
+        if isinstance(exc, FormatError):
+            kind = "not TOSA 1.0:" if isinstance(exc, NotTosa10Error) else "cannot read"
+            message = f"{kind} {args.path}: {exc}"
+        elif isinstance(exc, IronAccelError):  # refused by the bounded reader, which names the path
+            message = f"cannot read {exc}"
+        else:
+            message = f"cannot read {args.path}: {exc.strerror or exc}"
+        print(f"ironaccel inspect: {message}", file=sys.stderr)
         return 1
     if args.json:
         json.dump(describe(program, args.path), sys.stdout, indent=2)

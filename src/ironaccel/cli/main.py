@@ -1,13 +1,22 @@
-"""Entry point: one sub-command per module in this package, registered in ``COMMANDS``."""
+"""Entry point: one sub-command per module in this package, registered in ``COMMANDS``.
+
+A user's mistake never ends in a traceback: an :class:`~ironaccel.core.errors.IronAccelError` (the TOSA
+layer's errors among them), ``ValueError`` or ``OSError`` escaping a command is printed as one line,
+``ironaccel <command>: <message>``, on stderr, with exit status 2. ``--debug`` (or ``IRONACCEL_DEBUG=1``
+in the environment) lets it propagate with its traceback instead. Ctrl-C exits with 130, a closed
+output pipe with 0.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from ..core.errors import IronAccelError
 
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find every accelerator on this host and run TOSA 1.0 programs on it.",
     )
     parser.add_argument("--version", action="version", version=f"ironaccel {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also IRONACCEL_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(f"{__package__}.{module_name}")
@@ -48,6 +58,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except (IronAccelError, ValueError, OSError) as exc:
+        if args.debug or _debug_from_environment():
+            raise
+        print(f"ironaccel {args.command}: {one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _debug_from_environment() -> bool:
+    value = os.environ.get("IRONACCEL_DEBUG", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (its lines joined by "; "); its type's name when it has none."""
+    if isinstance(exc, OSError) and exc.strerror:  # "x.npy: No such file or directory", not "[Errno 2] ..."
+        where = exc.filename
+        if isinstance(where, str | bytes):
+            where = os.fsdecode(where)
+        text = exc.strerror if where is None else f"{where}: {exc.strerror}"
+    else:
+        text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) or type(exc).__name__
 
 
 if __name__ == "__main__":

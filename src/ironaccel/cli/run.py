@@ -7,13 +7,17 @@ says so: enough to check that two devices agree, as ``--compare`` does. Inputs m
 storage dtypes or in the forms the TOSA tools use for types numpy lacks (bf16 / fp8 as raw void or
 uint8); outputs are written in the latter, so any numpy can read them and the reference model's tools
 can compare them.
+
+Every file named (the program, inputs, a test's desc.json) is read bounded and refused when it is not a
+regular file of a sensible size (:mod:`ironaccel.core.files`); ``.npy`` inputs must be plain numeric
+arrays (:mod:`ironaccel.conformance.npy`). Refusals and device errors reach :mod:`.main`, which prints
+them in one line and exits with status 2; status 1 means outputs that must agree did not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -30,6 +34,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+MAX_DESCRIPTION_BYTES = 1 << 20  # a conformance test's desc.json: a few hundred bytes in the suite
+
+
+def _description(desc_file: Path) -> tuple[str, list[str], list[str]]:
+    """(tosa_file, ifm_name, ifm_file) of a test's desc.json, read bounded and checked field by field."""
+    from ..core.errors import InvalidArgument
+    from ..core.files import read_limited
+
+    try:
+        desc = json.loads(read_limited(desc_file, MAX_DESCRIPTION_BYTES, "test description"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidArgument(f"{desc_file}: not JSON: {exc}") from None
+    if not isinstance(desc, dict):
+        raise InvalidArgument(f"{desc_file}: holds a JSON {type(desc).__name__}, not an object")
+    tosa_file = desc.get("tosa_file")
+    if not isinstance(tosa_file, str) or not tosa_file:
+        raise InvalidArgument(f"{desc_file}: 'tosa_file' must name the program file, got {tosa_file!r}")
+    lists = []
+    for key in ("ifm_name", "ifm_file"):
+        value = desc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InvalidArgument(f"{desc_file}: {key!r} must be a list of strings, got {value!r}")
+        lists.append(value)
+    if len(lists[0]) != len(lists[1]):
+        raise InvalidArgument(f"{desc_file}: {len(lists[0])} ifm_name entries but {len(lists[1])} ifm_file entries")
+    return tosa_file, lists[0], lists[1]
+
+
 def _program_and_inputs(program: str, inputs: list[str]) -> tuple[Path, list[Path]]:
     """A test directory stands for its program and its inputs (by the block's input names)."""
     path = Path(program)
@@ -38,14 +70,14 @@ def _program_and_inputs(program: str, inputs: list[str]) -> tuple[Path, list[Pat
     desc_file = path / "desc.json"
     if not desc_file.exists():
         raise ValueError(f"{path} is a directory without desc.json: give a .tosa file or a conformance test")
-    desc = json.loads(desc_file.read_text())
+    tosa_file, ifm_names, ifm_files = _description(desc_file)
     if inputs:
-        return path / desc["tosa_file"], [Path(p) for p in inputs]
+        return path / tosa_file, [Path(p) for p in inputs]
     from ..tosa.codec import read
 
-    tosa = path / desc["tosa_file"]
-    files = dict(zip(desc["ifm_name"], desc["ifm_file"], strict=True))
-    names = read(tosa.read_bytes()).main.inputs
+    tosa = path / tosa_file
+    files = dict(zip(ifm_names, ifm_files, strict=True))
+    names = read(tosa).main.inputs
     missing = [n for n in names if n not in files]
     if missing:
         raise ValueError(f"{desc_file} names no file for input(s) {', '.join(missing)}")
@@ -126,27 +158,23 @@ def compare(a: list, b: list) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     from .. import open as open_device
-    from ..core.errors import IronAccelError
 
-    try:
-        program, input_paths = _program_and_inputs(args.program, args.input)
-        with open_device(args.device) as dev:
-            exe = dev.compile(program)
-            generated = not input_paths and bool(exe.inputs)
-            inputs = random_inputs(exe.inputs, args.seed) if generated else _load_inputs(input_paths, exe.inputs)
-            start = time.perf_counter()
-            outputs = exe(*inputs)
-            seconds = time.perf_counter() - start
-            report: dict = {"device": dev.info.name, "why": dev.why, "seconds": seconds}
-            report["inputs"] = f"random, seed {args.seed}" if generated else [str(p) for p in input_paths]
-            report["written"] = _save(outputs, exe.outputs, args.output)
-        if args.compare:
-            with open_device(args.compare) as ref:
-                other = ref.compile(program)(*inputs)
-                report["compare"] = {"device": ref.info.name, "outputs": compare(outputs, other)}
-    except (IronAccelError, OSError, ValueError, KeyError) as exc:
-        print(f"ironaccel run: {exc}", file=sys.stderr)
-        return 1
+    # A refused file or device propagates: cli.main reports it in one line with exit status 2.
+    program, input_paths = _program_and_inputs(args.program, args.input)
+    with open_device(args.device) as dev:
+        exe = dev.compile(program)
+        generated = not input_paths and bool(exe.inputs)
+        inputs = random_inputs(exe.inputs, args.seed) if generated else _load_inputs(input_paths, exe.inputs)
+        start = time.perf_counter()
+        outputs = exe(*inputs)
+        seconds = time.perf_counter() - start
+        report: dict = {"device": dev.info.name, "why": dev.why, "seconds": seconds}
+        report["inputs"] = f"random, seed {args.seed}" if generated else [str(p) for p in input_paths]
+        report["written"] = _save(outputs, exe.outputs, args.output)
+    if args.compare:
+        with open_device(args.compare) as ref:
+            other = ref.compile(program)(*inputs)
+            report["compare"] = {"device": ref.info.name, "outputs": compare(outputs, other)}
     if args.json:
         print(json.dumps(report))
     else:

@@ -3,7 +3,9 @@
 Checks .tosa files against the TOSA 1.0 specification for a target. Built for sweeps over thousands of
 files (the conformance suite's negative tests): the specification tables and operator rules load
 once, each file is read and validated in this process. A directory argument means every ``*.tosa``
-under it. Exit status 0 when every file is valid, 1 otherwise.
+under it. A path that is not a regular file (a FIFO, a device) or is larger than the codec's
+``max_file_bytes`` is reported as unreadable without being read. Exit status 0 when every file is
+valid, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ def _files(paths: list[str]) -> Iterator[Path]:
 
 def check_file(path: Path, target: Target) -> tuple[str, str]:
     """(status, message) of one file: valid, error, unpredictable or unreadable."""
+    from ..core.errors import IronAccelError
     from ..tosa.codec import read
-    from ..tosa.errors import FormatError, ValidationError
+    from ..tosa.errors import ValidationError
     from ..tosa.validate import validate
 
     try:
-        program = read(path)
-    except (FormatError, OSError) as exc:
+        program = read(path)  # bounded: a FIFO, device or oversize file is refused, never read
+    except (IronAccelError, OSError) as exc:
         return "unreadable", str(exc)
     try:
         validate(program, target)

@@ -576,7 +576,13 @@ def _payload(source: Any) -> bytes:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source)
     if isinstance(source, (str, os.PathLike)):
-        return Path(source).read_bytes()
+        from ..core.files import read_limited
+        from ..tosa.codec.limits import DEFAULT_LIMITS
+
+        # The kind is known only from the first bytes, so one bound serves both: a TOSA program's, which
+        # is far above an NVFP4 artifact's (a 64-byte header and a name of at most 256 bytes), whose
+        # reader then refuses any length but the one its header states.
+        return read_limited(source, DEFAULT_LIMITS.max_file_bytes, "program file")
     from ..tosa.codec import write
     from ..tosa.ir import Program as TosaProgram
 

@@ -31,11 +31,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ...core.files import read_limited
 from ..attributes import ATTRIBUTE_OF, Attribute
 from ..dtypes import DType, storage_bytes
 from ..errors import FormatError, NotTosa10Error
@@ -82,14 +82,15 @@ def read(source: Source, *, limits: Limits | None = None, strict: bool = False) 
 
 
 def load(path: str | os.PathLike, *, limits: Limits | None = None, strict: bool = False) -> Program:
-    """Read a ``.tosa`` file. The size is checked against ``limits.max_file_bytes`` before reading."""
+    """Read a ``.tosa`` file.
+
+    Besides what :func:`read` raises: a path that is not a regular file (a directory, FIFO, device) or
+    cannot be opened -> :class:`~ironaccel.core.errors.InvalidArgument` (``PermissionDenied`` where access
+    is refused); a file over ``limits.max_file_bytes`` -> :class:`~ironaccel.core.errors.ResourceLimit`,
+    raised before anything is read. These refusals name the path; content faults are :func:`read`'s.
+    """
     limits = limits or DEFAULT_LIMITS
-    path = Path(path)
-    size = path.stat().st_size
-    if size > limits.max_file_bytes:
-        raise FormatError(f"file is {size} bytes, limit max_file_bytes={limits.max_file_bytes}", str(path))
-    with path.open("rb") as f:
-        data = f.read(limits.max_file_bytes + 1)
+    data = read_limited(path, limits.max_file_bytes, "TOSA file", limit_name="Limits.max_file_bytes")
     return read(data, limits=limits, strict=strict)
 
 
