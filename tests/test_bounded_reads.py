@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import ironaccel
 from ironaccel.cli.main import main as ironaccel_main
@@ -341,7 +342,11 @@ _headers = st.builds(
                 st.lists(st.tuples(st.text(max_size=3), st.sampled_from(["<i4", "|O"])), max_size=2),
             ),
             st.one_of(st.booleans(), st.integers(0, 2)),
-            st.one_of(st.lists(st.integers(-3, 1 << 62), max_size=4).map(tuple), st.integers()),
+            st.one_of(
+                st.lists(st.integers(0, 4), max_size=3).map(tuple),
+                st.lists(st.integers(-3, 1 << 62), max_size=4).map(tuple),
+                st.integers(),
+            ),
         ),
     ),
 )
@@ -350,10 +355,15 @@ _npy_files = st.one_of(
     st.builds(
         _mutated,
         _valid_npy_prefixes(),
-        st.integers(0, 200),
-        st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 255)), max_size=4),
+        st.one_of(st.just(0), st.integers(0, 200)),
+        st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 255)), max_size=3),
     ),
-    st.builds(lambda header, tail: header + tail, _headers, st.binary(max_size=64)),
+    st.builds(
+        lambda header, size, fill: header + fill * size,
+        _headers,
+        st.sampled_from([0, 1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64]),
+        st.sampled_from([b"\0", b"\xff", b"\x7f"]),
+    ),
 )
 
 
@@ -368,6 +378,21 @@ def test_any_bytes_under_a_npy_name_load_or_are_refused_by_the_project(tmp_path,
         assert str(exc).startswith(f"{path}: ")
         return
     assert isinstance(array, np.ndarray) and not array.dtype.hasobject and array.dtype.names is None
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    array=hnp.arrays(
+        st.one_of(hnp.boolean_dtypes(), hnp.integer_dtypes(), hnp.floating_dtypes(), hnp.complex_number_dtypes()),
+        hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+    ),
+    fortran=st.booleans(),
+)
+def test_every_plain_numeric_npy_reads_back_bit_for_bit(array, fortran):
+    array = np.asfortranarray(array) if fortran else array
+    got = npy.read_array(npy_bytes(array), "x.npy")
+    assert got.dtype == array.dtype and got.shape == array.shape
+    assert got.tobytes(order="A") == array.tobytes(order="A") and got.flags.writeable
 
 
 def _zip(path: Path, members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> Path:

@@ -55,7 +55,7 @@ def read_array(data: bytes, name: str) -> np.ndarray:
     except InvalidArgument:
         raise
     except Exception as exc:  # noqa: BLE001 - numpy's header parser raises several kinds; all mean malformed
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        reason = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise InvalidArgument(f"{name}: malformed .npy header: {reason}") from None
     _check_dtype(dtype, name)
     if any(d < 0 for d in shape):
