@@ -14,7 +14,11 @@ import stat
 from .errors import InvalidArgument, PermissionDenied, ResourceLimit
 
 # O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: opening a terminal must not make it ours.
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+# Windows has neither (nor FIFOs); it needs O_BINARY instead.
+if os.name == "nt":
+    _OPEN_FLAGS = os.O_RDONLY | os.O_BINARY
+else:
+    _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
