@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import IronAccelError
 from ..runtime.session import open_device
 from ..tosa.capability import TOSA_1_0_DTYPES, CapabilityDescriptor, admit
 from ..tosa.codec import read
@@ -91,8 +92,8 @@ def reason(test: Path, descriptor: CapabilityDescriptor, desc: dict[str, Any] | 
     if desc.get("expected_failure"):
         return None
     try:
-        program = read((test / desc["tosa_file"]).read_bytes())
-    except (OSError, KeyError, FormatError):
+        program = read(test / desc["tosa_file"])
+    except (OSError, KeyError, FormatError, IronAccelError):
         return None
     try:
         admit(program, descriptor)

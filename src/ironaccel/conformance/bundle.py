@@ -32,9 +32,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import IronAccelError
+from ..core.files import read_limited
 from .applicability import NOT_APPLICABLE, reason
 from .case import CaseResult, Status, layer_messages, read_desc, run_case
 from .runner import CaseInfo, Outcome
+
+JSON_BYTES = 64 << 20  # a bundle manifest or a recorded result; outputs live in their own files
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -88,8 +92,8 @@ def pack(tests: Sequence[CaseInfo], bundle: Path, selection: str = "") -> int:
 
 def read_manifest(directory: Path, what: str) -> dict[str, Any]:
     try:
-        manifest = json.loads((directory / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
+        manifest = json.loads(read_limited(directory / MANIFEST, JSON_BYTES, f"{what} manifest"))
+    except (OSError, ValueError, IronAccelError) as exc:
         raise ValueError(f"{directory} is not a conformance {what}: {exc}") from exc
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{directory}: {what} format {manifest.get('format')!r}, expected {FORMAT}")
@@ -179,8 +183,8 @@ class Recorded:
         if ident is None:
             return "", {"status": Status.FAILED.value, "message": f"{test} is not in {self.root}"}
         try:
-            record = json.loads((self.root / ident / RESULT).read_text())
-        except (OSError, ValueError) as exc:
+            record = json.loads(read_limited(self.root / ident / RESULT, JSON_BYTES, "recorded result"))
+        except (OSError, ValueError, IronAccelError) as exc:
             return ident, {"status": Status.FAILED.value, "message": f"no result recorded: {exc}"}
         return ident, record
 

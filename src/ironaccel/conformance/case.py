@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import IronAccelError
-from ..tosa.codec import read
+from ..core.files import read_limited
+from ..tosa.codec import DEFAULT_LIMITS, read
 from ..tosa.errors import FormatError, LoweringError, ValidationError
 from ..tosa.target import Extension, Profile, Target
 from . import npy
@@ -46,8 +47,11 @@ class CaseResult:
     message: str = ""
 
 
+DESC_BYTES = 1 << 20  # a test description is a few hundred bytes of JSON
+
+
 def read_desc(test: Path) -> dict[str, Any]:
-    return json.loads((test / "desc.json").read_text())
+    return json.loads(read_limited(test / "desc.json", DESC_BYTES, "test description"))
 
 
 def implementation_target(level: str = "8k") -> Target:
@@ -73,11 +77,11 @@ def run_case(
     ``desc.json`` names, in ``out`` when given, else in ``test`` itself."""
     desc = desc if desc is not None else read_desc(test)
     try:
-        payload = (test / desc["tosa_file"]).read_bytes()
+        payload = read_limited(test / desc["tosa_file"], DEFAULT_LIMITS.max_file_bytes, "program file")
         block = read(payload).main
         given = dict(zip(desc["ifm_name"], desc["ifm_file"], strict=True))
         inputs = [npy.load(test / given[name], block.tensor(name).dtype) for name in block.inputs]
-    except (OSError, KeyError, ValueError, FormatError) as exc:
+    except (OSError, KeyError, ValueError, FormatError, IronAccelError) as exc:
         return CaseResult(Status.FAILED, f"unreadable test: {type(exc).__name__}: {exc}")
     try:
         exe = device.compile(payload, target=implementation_target(level))
