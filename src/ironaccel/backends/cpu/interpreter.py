@@ -8,6 +8,10 @@ memory is the live set, not every intermediate). :meth:`CompiledProgram.run` the
 between slots and calls kernels in the block's operator order, which TOSA already gives in a valid
 order; load checks that every operand is produced before it is used.
 
+COND_IF and WHILE_LOOP run other blocks. A run keeps the blocks it is inside on an explicit stack, not
+on Python's (see :meth:`CompiledProgram._execute_nested`), so a program nested as deep as TOSA allows runs
+from any thread and any caller's depth; load refuses graphs that run themselves.
+
 Variables live in a store that belongs to the :class:`CompiledProgram`: TOSA defines them as values
 that persist across invocations of a graph, so a second ``run`` sees what the first one wrote.
 Loading the same :class:`~ironaccel.tosa.ir.Program` twice gives two independent stores;
@@ -31,12 +35,15 @@ from ...tosa.errors import LoweringError, ValidationError
 from ...tosa.ir import Block, Operator, Program, Tensor
 from ...tosa.operators import Op
 from .kernel import Kernel, kernel_for
+from .ops.control_flow import BLOCK_RUNNERS, Blocks
 from .parallel import single_threaded_blas
 
 T = TypeVar("T")
 
 # Operators never evaluated at load: they have effects, or they run other blocks.
 _NOT_FOLDABLE = frozenset({Op.COND_IF, Op.WHILE_LOOP, Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE, Op.CUSTOM})
+# The attribute fields naming the graphs a control-flow operator runs.
+_GRAPH_FIELDS = {Op.COND_IF: ("then_graph", "else_graph"), Op.WHILE_LOOP: ("cond_graph", "body_graph")}
 # Operators that name a variable operand without reading it.
 _NAMES_VARIABLE = frozenset({Op.VARIABLE, Op.VARIABLE_WRITE})
 # Folding trades memory for time; a constant that big (a TILE of a small constant, say) stays lazy.
@@ -134,6 +141,9 @@ class _Step:
     release: tuple[int, ...] = ()  # slots dead after this step
     # Per result: its storage dtype, and (shape,) when the declaration fixes it, else ().
     expect: tuple[tuple[np.dtype, tuple[tuple[int, ...], ...]], ...] = ()
+    # COND_IF / WHILE_LOOP: the generator form of the operator (ops/control_flow.py), which the run
+    # drives from its explicit stack instead of calling the kernel.
+    blocks: Callable[[Operator, Sequence[np.ndarray]], Blocks] | None = None
 
 
 # What the run loop needs of a step, unpacked once at load: kernel, context, operand slots, result slot,
@@ -152,6 +162,9 @@ class _BlockPlan:
     produced: frozenset[int] = frozenset()  # slots some step writes at run time
     fast: tuple[_Fast, ...] = ()
     slots: dict[str, int] = dataclasses.field(default_factory=dict)  # tensor name -> slot
+    # ``fast`` cut after each COND_IF / WHILE_LOOP: (the steps before it, the control-flow step), and last
+    # (the steps after the last one, None). A block without control flow is one segment.
+    segments: tuple[tuple[tuple[_Fast, ...], _Step | None], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,6 +308,7 @@ class CompiledProgram:
                     pending += [attribute.then_graph, attribute.else_graph]
                 elif operator.op is Op.WHILE_LOOP:
                     pending += [attribute.cond_graph, attribute.body_graph]
+        _refuse_recursion(self._plans)
 
     def _plan(self, block: Block) -> _BlockPlan:
         slots: dict[str, int] = {}
@@ -348,6 +362,7 @@ class CompiledProgram:
                 tuple(-1 if n in variables else slot(n) for n in operator.outputs),
                 tuple((i, variables[n]) for i, n in enumerate(operator.inputs) if n in variables),
                 tuple((i, variables[n]) for i, n in enumerate(operator.outputs) if n in variables),
+                blocks=BLOCK_RUNNERS.get(operator.op),
             )
             if not self._fold(step, template, constant):
                 steps.append(step)
@@ -369,7 +384,13 @@ class CompiledProgram:
                 step.ctx._offers = any(s in program_outputs for s in step.outputs)
         produced = frozenset(s for step in steps for s in step.outputs if s >= 0)
         fast = tuple(_fast(s) for s in steps)
-        return _BlockPlan(block, input_slots, outputs, template, steps, produced, fast, slots)
+        segments, start = [], 0
+        for position, step in enumerate(steps):
+            if step.blocks is not None:
+                segments.append((fast[start:position], step))
+                start = position + 1
+        segments.append((fast[start:], None))
+        return _BlockPlan(block, input_slots, outputs, template, steps, produced, fast, slots, tuple(segments))
 
     def _declare_variable(self, tensor: Tensor) -> None:
         key = variable_key(tensor)
@@ -448,6 +469,10 @@ class CompiledProgram:
         return args
 
     def _run_block(self, name: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self._execute(self._child(name, values), values)
+
+    def _child(self, name: str, values: Sequence[np.ndarray]) -> _BlockPlan:
+        """The plan of the graph ``name`` a control-flow operator runs on ``values``."""
         plan = self._plans.get(name)
         if plan is None:
             raise InternalError(f"block {name!r} was not planned")
@@ -455,20 +480,74 @@ class CompiledProgram:
             raise ValidationError(
                 f"block {name!r} takes {len(plan.inputs)} values, was given {len(values)}", block=name
             )
-        return self._execute(plan, values)
+        return plan
 
     def _execute(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         # IEEE special values are data here, not accidents: numpy's overflow / invalid warnings are muted.
         with np.errstate(all="ignore"):
-            return self._execute_steps(plan, args)
+            if len(plan.segments) > 1:
+                return self._execute_nested(plan, args)
+            # No control flow, the common case: the operators in order, inline.
+            values = plan.template.copy()
+            for s, value in zip(plan.inputs, args, strict=True):
+                values[s] = value
+            self._execute_steps(plan.fast, values)
+            return [self._read_variable(s) if isinstance(s, str) else values[s] for s in plan.outputs]  # type: ignore[misc]
 
-    def _execute_steps(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _execute_nested(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run a block with COND_IF / WHILE_LOOP operators. Each block being run is a generator on an
+        explicit stack, suspended at the control-flow operator that asked for a graph; the graph runs
+        as a new generator on top. Why not plain recursion (a control-flow kernel calling the
+        interpreter): each level then took five Python frames, so TOSA's 256 levels need over 1,300
+        frames, past Python's default limit of 1,000 before the caller's own frames are counted. Raising
+        that limit is process-wide and lets C-level recursion elsewhere overflow a thread's stack. Here
+        a run takes the same few frames at any depth; the stack is bounded by the program's blocks,
+        since load refuses recursive graphs."""
+        check = self._state.check
+        stack = [self._block_steps(plan, args)]
+        sent: list[np.ndarray] | None = None
+        while True:
+            try:
+                name, values = stack[-1].send(sent)  # type: ignore[arg-type]  # None starts a generator
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return done.value
+                sent = done.value
+                continue
+            # Also checked on entry to a graph: a loop whose graphs have no operator stays stoppable.
+            if check is not None:
+                check()
+            stack.append(self._block_steps(self._child(name, values), values))
+            sent = None
+
+    def _block_steps(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> Blocks:
+        """One run of ``plan`` as a generator: it yields (graph, values) where a control-flow operator
+        runs a graph, is sent that graph's outputs, and returns the block's outputs."""
+        values = self._frame(plan, args)
+        for fast, control in plan.segments:
+            self._execute_steps(fast, values)
+            if control is not None:
+                assert control.blocks is not None
+                operands = self._operands(control, values)
+                results = yield from control.blocks(control.ctx.operator, operands)
+                self._store_results(control, values, results)
+        return self._block_outputs(plan, values)
+
+    def _frame(self, plan: _BlockPlan, args: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         values = plan.template.copy()
         for s, value in zip(plan.inputs, args, strict=True):
             values[s] = value
+        return values
+
+    def _block_outputs(self, plan: _BlockPlan, values: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [self._read_variable(s) if isinstance(s, str) else values[s] for s in plan.outputs]  # type: ignore[misc]
+
+    def _execute_steps(self, fast: tuple[_Fast, ...], values: list[np.ndarray | None]) -> None:
+        """Run the operators ``fast`` (none of them control flow) on the slots ``values``."""
         check = self._state.check
         ndarray = np.ndarray
-        for kernel, ctx, inputs, out, dtype, shape, release, general in plan.fast:
+        for kernel, ctx, inputs, out, dtype, shape, release, general in fast:
             if check is not None:
                 check()
             if general is not None:
@@ -493,22 +572,29 @@ class CompiledProgram:
             values[out] = value
             for s in release:
                 values[s] = None
-        return [self._read_variable(s) if isinstance(s, str) else values[s] for s in plan.outputs]
 
     def _general_step(self, step: _Step, values: list[np.ndarray | None]) -> None:
         """One step with variables or several results (the loop above handles the common kind inline)."""
-        operands = [values[s] for s in step.inputs]
-        for position, key in step.read_vars:
-            # Declaring and writing may name a variable that holds no value yet.
-            operands[position] = (
-                self._variables.get(key) if step.ctx.operator.op in _NAMES_VARIABLE else self._read_variable(key)
-            )
+        operands = self._operands(step, values)
         try:
             results = step.kernel(step.ctx, operands)
         except IronAccelError:
             raise
         except Exception as exc:
             raise InternalError(f"{step.ctx.where()}: kernel failed: {type(exc).__name__}: {exc}") from exc
+        self._store_results(step, values, results)
+
+    def _operands(self, step: _Step, values: list[np.ndarray | None]) -> list[np.ndarray]:
+        operands = [values[s] for s in step.inputs]
+        for position, key in step.read_vars:
+            # Declaring and writing may name a variable that holds no value yet.
+            operands[position] = (
+                self._variables.get(key) if step.ctx.operator.op in _NAMES_VARIABLE else self._read_variable(key)
+            )
+        return operands  # type: ignore[return-value]
+
+    def _store_results(self, step: _Step, values: list[np.ndarray | None], results: list[np.ndarray]) -> None:
+        """Check ``results`` against the step's declarations, then put them in their slots and variables."""
         expect = step.expect
         if len(results) != len(expect):
             _check_results(step.ctx, results)
@@ -545,6 +631,41 @@ class CompiledProgram:
         self._variables[key] = stored
 
 
+def _graphs_of(plan: _BlockPlan) -> list[str]:
+    """The graphs the control-flow operators of ``plan`` run, in operator order."""
+    names = []
+    for step in plan.steps:
+        operator = step.ctx.operator
+        if step.blocks is not None:
+            names += [getattr(operator.attribute, field) for field in _GRAPH_FIELDS[operator.op]]
+    return names
+
+
+def _refuse_recursion(plans: dict[str, _BlockPlan]) -> None:
+    """Raise ValidationError if a graph runs itself, directly or through others: TOSA forbids it, and a
+    run would nest without end (each level holding its values) until memory ran out. Depth-first,
+    with an explicit stack: the call graph may be as deep as the program has blocks."""
+    done: set[str] = set()
+    for root in plans:
+        if root in done:
+            continue
+        path, on_path = [root], {root}
+        pending = [iter(_graphs_of(plans[root]))]
+        while pending:
+            child = next(pending[-1], None)
+            if child is None:
+                pending.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+            elif child in on_path:
+                cycle = " -> ".join(repr(n) for n in (*path[path.index(child) :], child))
+                raise ValidationError(f"recursive graph: {cycle} (a COND_IF / WHILE_LOOP graph runs itself)")
+            elif child not in done and child in plans:
+                path.append(child)
+                on_path.add(child)
+                pending.append(iter(_graphs_of(plans[child])))
+
+
 def _declared(block: Block, name: str, what: str, index: int | None = None) -> None:
     if name not in block.tensor_map:
         raise ValidationError(f"{what} {name!r} has no tensor declaration", op_index=index, block=block.name)
@@ -567,7 +688,13 @@ def _plan_releases(steps: list[_Step], inputs: tuple[int, ...], outputs: tuple[i
 
 
 def _fast(step: _Step) -> _Fast:
-    single = len(step.outputs) == 1 and step.outputs[0] >= 0 and not step.read_vars and not step.write_vars
+    single = (
+        len(step.outputs) == 1
+        and step.outputs[0] >= 0
+        and not step.read_vars
+        and not step.write_vars
+        and step.blocks is None
+    )
     dtype, shape = step.expect[0] if step.expect else (None, ())
     return (
         step.kernel,
