@@ -163,6 +163,10 @@ class CpuAccelerator(Accelerator):
         loaded = _Loaded(runner or compiled, len(program.main.inputs), not compiled.has_variables, why)
         return loaded, resident
 
+    def _unload(self, native: _Loaded) -> None:
+        # The runtime unloads only programs no pending or inline run holds, so this frees at once.
+        native.release()
+
     def _inline(self, program: _Loaded) -> Any:
         if not program.stateless:
             return None  # runs share the variables: they stay in queue order
@@ -193,10 +197,19 @@ class _Loaded:
     __slots__ = ("compiled", "n_inputs", "stateless", "why")
 
     def __init__(self, compiled: Any, n_inputs: int, stateless: bool, why: str = "") -> None:
-        self.compiled = compiled  # a native.NativeProgram, or the interpreter's CompiledProgram
+        # A native.NativeProgram, the interpreter's CompiledProgram, or an NVFP4 ProjectionRunner.
+        self.compiled = compiled
         self.n_inputs = n_inputs
         self.stateless = stateless
         self.why = why  # why the program is not native ("" when it is)
+
+    def release(self) -> None:
+        """Give back what the runner holds beyond its Python objects: a native program's compiled library
+        (the other runners hold only memory, freed with them). Idempotent."""
+        from .native.program import NativeProgram
+
+        if isinstance(self.compiled, NativeProgram):
+            self.compiled.release()
 
 
 def _view(r: BoundRange) -> np.ndarray:

@@ -5,7 +5,9 @@ computing them. So, where a C compiler is found, the CPU backend lowers a loaded
 (after the interpreter's constant folding) into C with every shape a constant
 (:mod:`.codegen`, one lowering per operator under :mod:`.ops`), builds it into a shared object kept in a
 per-user cache (:mod:`.toolchain`), and runs it with one foreign call (:mod:`.program`). The design,
-and what was rejected, is docs/adr/0011-cpu-native-code.md.
+and what was rejected, is docs/adr/0011-cpu-native-code.md. Shared objects are opened once per process
+and closed when no program uses them (:mod:`.library`, docs/adr/0023-native-libraries-released-when-unused.md):
+a :class:`NativeProgram` must be released when it is unloaded.
 
 The numbers are the interpreter's: integer operators bit for bit (the same 64-bit steps as
 ``numerics.py``), fp32 elementwise operators as single IEEE operations or rounded once from double,

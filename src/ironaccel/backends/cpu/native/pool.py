@@ -46,11 +46,13 @@ def _load(tools: Toolchain) -> ctypes.CDLL | None:
 
 def attach(program: ctypes.CDLL, tools: Toolchain) -> bool:
     """Give ``program`` (a loaded native program that exports ``ia_set_pool``) the pool; False when there
-    is none (its operators then run on the calling thread)."""
+    is none (its operators then run on the calling thread). Nothing of ``program`` is kept: the setter is
+    looked up by item (ctypes caches attribute lookups on the CDLL) and dropped, so the program's
+    library can be closed later (:mod:`.library`)."""
     library = _load(tools)
     if library is None:
         return False
-    setter = program.ia_set_pool
+    setter = program["ia_set_pool"]
     setter.argtypes, setter.restype = [ctypes.c_void_p], None
     setter(ctypes.cast(library.ia_pool_for, ctypes.c_void_p))
     return True

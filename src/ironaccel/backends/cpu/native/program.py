@@ -9,6 +9,11 @@ live array first, and without it the pointers are taken through ``__array_interf
 
 Arenas for intermediates are made on first need and reused: a run takes one from a free list and puts it
 back, so concurrent runs of one program use different arenas and a steady caller allocates nothing.
+
+The shared object comes from the process's table of open libraries (:mod:`.library`), shared with
+every other program of the same source. :meth:`NativeProgram.release` gives it back (a program that is
+collected unreleased gives it back then); a run in flight on another thread keeps it until that run
+returns, and a run asked for after the release is refused.
 Programs with operators large enough to split share their units among the process's helper threads
 from inside that one call (:mod:`.pool`); how many threads may join is updated before each run from
 the machine's idle CPUs.
@@ -17,7 +22,9 @@ the machine's idle CPUs.
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -25,6 +32,7 @@ import numpy as np
 
 from ....core.errors import DeadlineExpired, InternalError, InvalidArgument
 from ....tosa.ir import Program, Tensor
+from . import library as libraries
 from . import pool
 from .codegen import Generated
 from .toolchain import Toolchain
@@ -57,20 +65,32 @@ class NativeProgram:
         self.main = program.main
         self.source = generated.source
         self.library = library
-        self._lib = ctypes.CDLL(str(library))
         n_io = generated.n_inputs + generated.n_outputs
         self._n_inputs = generated.n_inputs
         self._pass_arrays = pass_arrays
-        self._main = self._lib.ia_main
-        self._main.argtypes = [ctypes.py_object] * n_io + [ctypes.c_void_p, ctypes.c_void_p]
-        self._main.restype = ctypes.c_int
-        self._run = self._lib.ia_run
-        self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        self._run.restype = ctypes.c_int
-        self._io_type = ctypes.c_void_p * n_io
-        # Without the pool (it failed to build) split operators run on the calling thread.
-        self._splits = bool(generated.splits) and pool.attach(self._lib, tools)
-        self._blob = generated.plan.blob
+        # ctypes keeps every array type it makes for good: made only where the pointers are passed in one.
+        self._io_type = None if pass_arrays else ctypes.c_void_p * n_io
+        self._library = libraries.acquire(library)
+        try:
+            pointer, status = ctypes.c_void_p, ctypes.c_int
+            self._main = self._library.function("ia_main", [ctypes.py_object] * n_io + [pointer, pointer], status)
+            self._run = self._library.function("ia_run", [pointer, pointer, pointer], status)
+            # Without the pool (it failed to build) split operators run on the calling thread.
+            self._splits = bool(generated.splits) and self._library.attach_pool(tools)
+        except BaseException:
+            self._main = self._run = None
+            libraries.release(self._library)
+            raise
+        # Gives the library back once, from release() or when the program is collected unreleased (no run
+        # can be in flight then: a run holds the program). Not at exit, when a daemon thread may still run.
+        self._give_back = weakref.finalize(self, libraries.release, self._library)
+        self._give_back.atexit = False
+        self._released = False
+        self._closing = threading.Lock()  # taken only to make an arena, and to let go once
+        self._arena_count = 0  # arenas made; those not in the free list belong to runs in flight
+        self._gone = False  # the library and buffers were let go
+        self._blob: np.ndarray | None = generated.plan.blob
+        self._blob_bytes = self._blob.nbytes
         self._blob_address = self._blob.__array_interface__["data"][0]
         self.arena_bytes = generated.arena_bytes
         self._arenas: list[tuple[np.ndarray, int]] = []
@@ -80,7 +100,32 @@ class NativeProgram:
     @property
     def resident_bytes(self) -> int:
         """The blob of constants and one arena."""
-        return self._blob.nbytes + self.arena_bytes
+        return self._blob_bytes + self.arena_bytes
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give back the compiled library and the memory of this program; idempotent. A run in flight on
+        another thread keeps them until it returns; a run asked for afterwards raises InvalidArgument."""
+        self._released = True
+        self._let_go_if_idle()
+
+    def _let_go_if_idle(self) -> None:
+        """After the release: let go once no run is in flight. A run holds an arena from before it reads
+        ``_released`` until after its foreign call, so every arena being home means no run is inside the
+        library, and none can enter it (each checks ``_released`` after taking its arena). Whoever sees
+        that last, release() or the last run, lets go; the lock makes it once."""
+        with self._closing:
+            if self._gone or len(self._arenas) != self._arena_count:
+                return
+            self._gone = True
+            # Every function object taken from the library goes before the library does (library.py).
+            self._main = self._run = None
+            self._blob = None
+            self._arenas = []
+        self._give_back()
 
     @property
     def input_tensors(self) -> list[Tensor]:
@@ -142,12 +187,17 @@ class NativeProgram:
     def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         """Run once. The caller has checked the arrays: declared dtypes and shapes, C-contiguous, outputs
         writable and overlapping neither each other nor an input."""
+        # No lock on this path (two would cost more than a small run): list.pop / append and attribute
+        # reads are atomic under the GIL, which the arena free list relies on already. The arena taken
+        # marks this run as in flight for release() (see _let_go_if_idle).
         arenas = self._arenas
         try:
             arena, address = arenas.pop()
         except IndexError:
             arena, address = self._new_arena()
         try:
+            if self._released:
+                raise InvalidArgument(f"the native program {self.library.name} was released: it cannot run")
             if self._splits:
                 pool.update_limit()
             if self._pass_arrays:
@@ -156,14 +206,19 @@ class NativeProgram:
                 status = self._run(self._io(inputs, outputs), address, self._blob_address)
         finally:
             arenas.append((arena, address))
+            if self._released:  # released while in flight: the last run out lets go
+                self._let_go_if_idle()
         if status:
             raise InternalError(f"native program failed with status {status}")
 
     def _io(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> ctypes.Array:
+        assert self._io_type is not None
         return self._io_type(*(a.__array_interface__["data"][0] for a in (*inputs, *outputs)))
 
     def _new_arena(self) -> tuple[np.ndarray, int]:
         raw = np.empty(self.arena_bytes + _ALIGN, np.uint8)
         address = raw.__array_interface__["data"][0]
         skip = (-address) % _ALIGN
+        with self._closing:
+            self._arena_count += 1
         return raw, address + skip

@@ -12,7 +12,7 @@ compiled once per machine. The directory must belong to the user and be writable
 whatever lies there is loaded into the process; otherwise a private temporary directory serves this
 process. Files are written under a temporary name and renamed into place, so concurrent builders (threads
 or processes) never load a half-written object. The cache is pruned (least recently used first) when it
-holds more than a few thousand objects.
+holds more than a few thousand objects, and temporaries left by builds that died are removed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import subprocess
 import sysconfig
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from ....core.settings import Settings
@@ -220,15 +221,33 @@ def build(source: str, tools: Toolchain, libraries: tuple[str, ...] = ("-lm",)) 
 
 
 def _prune(folder: Path) -> None:
+    """Keep the cache to CACHE_MAX_OBJECTS objects (least recently used go first), and remove the
+    temporaries of builds that died (killed with their compiler) once they are far older than a build
+    may take. Runs after every build, so the common case only lists names."""
     try:
-        objects = [(entry.stat().st_mtime, entry.path) for entry in os.scandir(folder) if entry.name.endswith(".so")]
+        entries = list(os.scandir(folder))
     except OSError:
         return
+    objects = [e for e in entries if e.name.endswith(".so") and not e.name.startswith(".")]
+    stale_before = time.time() - 4 * BUILD_TIMEOUT_S
+    for entry in entries:
+        if entry.name.startswith("."):  # a build's temporary (see build)
+            try:
+                if entry.stat().st_mtime < stale_before:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
     if len(objects) <= CACHE_MAX_OBJECTS:
         return
-    objects.sort()
-    for _, path in objects[: len(objects) - CACHE_MAX_OBJECTS * 3 // 4]:
+    dated = []
+    for entry in objects:
         try:
-            os.unlink(path)  # a process that loaded it keeps its mapping
+            dated.append((entry.stat().st_mtime, entry.path))
+        except OSError:
+            pass
+    dated.sort()
+    for _, path in dated[: len(dated) - CACHE_MAX_OBJECTS * 3 // 4]:
+        try:
+            os.unlink(path)  # a process that loaded it keeps its mapping (and the library table its handle)
         except OSError:
             pass
