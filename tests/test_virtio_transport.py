@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ironaccel.core.errors import DeviceLost, InvalidArgument
+from ironaccel.core.errors import DeviceLost, InvalidArgument, ResourceLimit
 from ironaccel.virtio import transport as tp
 from ironaccel.virtio.daemon import Daemon
 from ironaccel.virtio.daemon_connection import DeviceOptions
@@ -473,7 +473,7 @@ def test_a_new_memory_table_while_running_restarts_the_queue_where_it_stopped(da
 
 def test_the_socket_is_private_and_guests_beyond_the_limit_are_turned_away(tmp_path):
     """Mode 0600 (the file system decides who connects); at most ``max_guests`` connections at once, the
-    rest closed at accept; a place frees when a guest leaves."""
+    rest told the daemon is full and closed at accept; a place frees when a guest leaves."""
     engine = EchoEngine()
     path = str(tmp_path / "few.sock")
     d = Daemon(path, engine.connect, DeviceOptions(config=bytes(range(16))), max_guests=2)
@@ -483,7 +483,7 @@ def test_the_socket_is_private_and_guests_beyond_the_limit_are_turned_away(tmp_p
     try:
         assert os.stat(path).st_mode & 0o777 == 0o600
         first, second = GuestTransport(path), GuestTransport(path)
-        with pytest.raises(DeviceLost):
+        with pytest.raises(ResourceLimit, match=r"daemon full \(2 guests\)"):
             GuestTransport(path, setup_timeout_s=5)
         assert first.request([b"a"], 16) == b"echo:a" and second.request([b"b"], 16) == b"echo:b"
         first.close()

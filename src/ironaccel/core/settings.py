@@ -7,6 +7,7 @@ test can build a :class:`Settings` of its own and the full list of knobs lives h
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 
@@ -16,6 +17,16 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value is None or value == "":
         return default
     return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def _seconds(value: str | None, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        return math.nan
+    return seconds if 0 < seconds < math.inf else math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +39,10 @@ class Settings:
     # The daemon socket "virtio" opens when no path is given, and `ironaccel devices` lists
     # (IRONACCEL_VIRTIO_SOCKET); None: no virtio device is assumed.
     virtio_socket: str | None = None
+    # How long a virtio guest waits for the daemon's answer to one command, in seconds
+    # (IRONACCEL_VIRTIO_TIMEOUT). A value that is not a positive number is kept as NaN, so that opening a
+    # virtio device refuses it by name instead of importing IronAccel failing.
+    virtio_timeout_s: float = 30.0
     # The CPU backend's generated native code (IRONACCEL_CPU_NATIVE): "auto" (where a C compiler is found),
     # "off" (0 / false / no / off), or "require" (a program the code generator takes must compile: for tests).
     cpu_native: str = "auto"
@@ -63,6 +78,7 @@ class Settings:
             cpu_native=native,
             cpu_native_cache=env.get("IRONACCEL_CPU_NATIVE_CACHE") or None,
             virtio_socket=env.get("IRONACCEL_VIRTIO_SOCKET") or None,
+            virtio_timeout_s=_seconds(env.get("IRONACCEL_VIRTIO_TIMEOUT"), 30.0),
             vulkan_workgroup_matrices=_flag(env, "IRONACCEL_VULKAN_WORKGROUP_MATRICES", False),
         )
 

@@ -11,11 +11,25 @@ their memory; ``serve`` then removes the socket file and returns.
 
 The socket file is created with mode 0600: who may connect is decided by the file system, and the
 daemon logs each guest's process and user id.
+
+The accept loop never waits on a peer: the listening socket is non-blocking, and what runs there per
+connection (peer credentials, the engine session, the connection object) touches nothing the peer
+controls. A guest slot is held from accept until the connection ends; one that has not started its
+command queue within ``DeviceOptions.setup_timeout_s`` (10 s) is closed by its own thread, so sockets
+that connect and idle cannot lock guests out for longer than that. A connection beyond ``max_guests``
+is accepted, sent the refusal "daemon full (N guests)" (``daemon_connection.refuse``: one message of at
+most 256 bytes of reason, written without blocking) and closed at once; the guest transport raises
+ResourceLimit with that reason.
+
+``listen`` names the socket path in every error: a missing directory or a path too long
+(InvalidArgument), a path that exists and is not a socket (InvalidArgument), a socket a live daemon
+serves (Busy), no permission (PermissionDenied).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import selectors
@@ -23,13 +37,18 @@ import socket
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from .daemon_connection import DeviceOptions, GuestConnection, Session
+from ..core.errors import Busy, InvalidArgument, IronAccelError, PermissionDenied
+from .daemon_connection import DeviceOptions, GuestConnection, Session, refuse
 from .engine import DeviceEngine
 
 log = logging.getLogger("ironaccel.virtio.daemon")
+
+BACKLOG = 128  # connections waiting for accept; a guest that finds it full tries again until its set-up deadline
+REFUSAL_LOG_S = 1.0  # refusals of a full daemon are logged at most once per this many seconds
 
 
 class Daemon:
@@ -45,6 +64,11 @@ class Daemon:
         self.path = path
         self.connect = connect
         self.options = options or DeviceOptions()
+        if not 0 < self.options.setup_timeout_s < float("inf"):
+            seconds = self.options.setup_timeout_s
+            raise InvalidArgument(f"the set-up deadline must be a positive number of seconds, got {seconds}")
+        if max_guests < 1:
+            raise InvalidArgument(f"max_guests must be at least 1, got {max_guests}")
         self.max_guests = max_guests
         self._stop_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._lock = threading.Lock()
@@ -52,17 +76,24 @@ class Daemon:
         self._next_id = 1
         self._listener: socket.socket | None = None
         self.served = 0
+        self._refused = 0
+        self._refusal_logged = -REFUSAL_LOG_S
 
     def listen(self) -> None:
-        """Bind the socket (replacing a stale one nobody listens on). ``serve`` calls it if needed."""
+        """Bind the socket (replacing a stale one nobody listens on). ``serve`` calls it if needed.
+        Raises an IronAccelError naming the path (see the module's description)."""
         _remove_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old_umask = os.umask(0o177)
         try:
             sock.bind(self.path)
+            sock.listen(BACKLOG)
+        except OSError as exc:
+            sock.close()
+            raise _listen_error(self.path, exc) from exc
         finally:
             os.umask(old_umask)
-        sock.listen(16)
+        sock.setblocking(False)  # a peer gone between select and accept must not stall the loop
         self._listener = sock
         log.info("listening on %s", self.path)
 
@@ -97,22 +128,44 @@ class Daemon:
         assert self._listener is not None
         try:
             sock, _ = self._listener.accept()
+        except BlockingIOError:
+            return  # the peer left before we got to it
         except OSError as exc:
             log.warning("accept failed: %s", exc)
             return
+        sock.setblocking(True)  # the connection's thread sets its own timeouts
         pid, uid = _peer(sock)
         with self._lock:
-            if len(self._guests) >= self.max_guests:
-                log.warning("refused guest pid %s: %d guests connected (the limit)", pid, self.max_guests)
-                sock.close()
-                return
+            full = len(self._guests) >= self.max_guests
             gid = self._next_id
-            self._next_id += 1
+            if not full:
+                self._next_id += 1
+        if full:
+            self._refused += 1
+            now = time.monotonic()
+            if now >= self._refusal_logged + REFUSAL_LOG_S:  # a flood of connections is not a flood of lines
+                log.warning(
+                    "refused guest pid %s uid %s: %d guests connected (the limit); %d refused in all",
+                    pid,
+                    uid,
+                    self.max_guests,
+                    self._refused,
+                )
+                self._refusal_logged = now
+            refuse(sock, f"daemon full ({self.max_guests} guests)")
+            sock.close()
+            return
         name = f"guest {gid} (pid {pid}, uid {uid})"
         try:
             conn = GuestConnection(sock, self.connect, self.options, name)
-        except Exception:  # the engine refused a session: this guest goes, the daemon stays
+        except IronAccelError as exc:  # the engine refused a session: this guest goes, the daemon stays
+            log.warning("%s: no engine session: %s", name, exc)
+            refuse(sock, f"no engine session: {exc}")
+            sock.close()
+            return
+        except Exception:
             log.exception("%s: no engine session", name)
+            refuse(sock, "no engine session (see the daemon's log)")
             sock.close()
             return
         thread = threading.Thread(target=self._run, args=(gid, conn), name=f"ironaccel-guest-{gid}", daemon=True)
@@ -181,16 +234,36 @@ def _remove_stale(path: str) -> None:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
+    except OSError as exc:
+        raise _listen_error(path, exc) from exc
     if not stat.S_ISSOCK(mode):
-        raise FileExistsError(f"{path} exists and is not a socket")
+        raise InvalidArgument(f"cannot listen on {path}: it exists and is not a socket")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)
     except ConnectionRefusedError:
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            raise _listen_error(path, exc) from exc
         return
-    except OSError:
-        return
+    except OSError as exc:
+        raise _listen_error(path, exc) from exc
     finally:
         probe.close()
-    raise FileExistsError(f"a daemon is already serving {path}")
+    raise Busy(f"cannot listen on {path}: a daemon is already serving it")
+
+
+def _listen_error(path: str, exc: OSError) -> IronAccelError:
+    """What binding ``path`` failed with, said with the path."""
+    if isinstance(exc, PermissionError):
+        return PermissionDenied(f"cannot listen on {path}: {(exc.strerror or 'permission denied').lower()}")
+    if isinstance(exc, FileNotFoundError):
+        folder = os.path.dirname(os.path.abspath(path))
+        return InvalidArgument(f"cannot listen on {path}: the directory {folder} does not exist")
+    if isinstance(exc, NotADirectoryError):
+        return InvalidArgument(f"cannot listen on {path}: a component of the path is not a directory")
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return Busy(f"cannot listen on {path}: the address is in use")
+    reason = exc.strerror or str(exc)
+    return InvalidArgument(f"cannot listen on {path}: {reason}")

@@ -11,6 +11,11 @@ Bounds (every value is the guest's): one queue, of a power-of-two size up to ``m
 at most 8 memory regions totalling ``max_memory_bytes``; descriptors must be eventfds; the ring must
 lie inside the mapped regions. A set-up request that fails is answered with a failure (REPLY_ACK) or,
 when no reply was asked for, ends the connection.
+
+Deadlines: a message that starts must finish within ``message_timeout_s``; a connection must have its
+command queue running within ``setup_timeout_s`` of being accepted, or it is sent a refusal
+(:func:`refuse`, "set-up not finished within N s") and closed, which frees its guest slot. Nothing here
+runs on the daemon's accept thread except the constructor, which never touches the socket.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class DeviceOptions:
     max_response: int = 16 << 20
     max_memory_bytes: int = 1 << 30  # all regions of one guest together
     message_timeout_s: float = 5.0  # a message that starts must finish within this
+    setup_timeout_s: float = 10.0  # from accept until the command queue runs; then the slot is taken back
     # After the last chain, keep looking at the ring this long before sleeping on the kick eventfd: a
     # guest's next command then needs no kick and no wakeup of this thread (vhost's busy-loop idea).
     poll_s: float = dataclasses.field(default_factory=lambda: default_poll_s())
@@ -116,6 +122,8 @@ class GuestConnection:
         self.commands = 0
         self.rejected_chains = 0
         self._protocol_offered = options.protocol_features
+        self._setup_by = time.monotonic() + options.setup_timeout_s
+        self._started = False  # the command queue ran at least once: set-up is over
         if not options.config:  # nothing to read: do not offer a configuration space
             self._protocol_offered &= ~ProtocolFeature.CONFIG
         self._sel = selectors.DefaultSelector()
@@ -126,7 +134,13 @@ class GuestConnection:
         self._sel.register(stop_fd, selectors.EVENT_READ, "stop")
         try:
             while True:
-                for key, _ in self._sel.select():
+                wait = None if self._started else self._setup_by - time.monotonic()
+                if wait is not None and wait <= 0:
+                    limit = f"set-up not finished within {self.options.setup_timeout_s:g} s"
+                    log.warning("%s: %s, disconnecting", self.name, limit)
+                    refuse(self.sock, limit)
+                    return
+                for key, _ in self._sel.select(wait):
                     if key.data == "stop":
                         log.info("%s: daemon stopping", self.name)
                         return
@@ -461,6 +475,7 @@ class GuestConnection:
         except RingError as exc:
             raise ProtocolError(str(exc)) from exc
         self._sel.register(v.kick, selectors.EVENT_READ, "kick")
+        self._started = True
         log.info("%s: command queue of %d entries running (features %#x)", self.name, v.size, self.features)
         self._drain()  # chains posted before the kick descriptor arrived
 
@@ -488,6 +503,17 @@ class GuestConnection:
         regions, self.regions = self.regions, []
         for _, region in regions:
             region.close()
+
+
+def refuse(sock: socket.socket, reason: str) -> None:
+    """Tell the peer why it is not served (the transport's refusal message), never waiting: the message
+    is a few hundred bytes at most, and a peer whose socket buffer is full simply does not get it.
+    The caller closes the socket."""
+    try:
+        sock.settimeout(0)
+        sock.send(tp.encode_refusal(reason))
+    except OSError:
+        pass
 
 
 def _lower(request: int) -> str:

@@ -25,7 +25,11 @@ Design choices:
    the runtime then checks its own contract again. A refusal before the runtime call changes nothing.
 3. Quotas per guest (:class:`GuestQuota`): counts per context (advertised to the guest) and across the
    guest's contexts, buffer backing bytes (what the backend really allocated) and declared program
-   resident bytes. Objects held back by a reset stay charged until they are released.
+   resident bytes. Objects held back by a reset stay charged until they are released. The same bytes
+   are charged to one daemon-wide account (:class:`HostAccount`, cap ``max_bytes``) before the runtime
+   is called, and given back on every release, reset, close and reclamation: all guests together never
+   hold more than the cap. Each submission runs under a deadline of at most the quota's
+   ``max_run_seconds``, so no SUBMIT reaches the runtime without a finite timeout.
 4. Nothing waits long on the guest's behalf: SUBMIT admits and returns the event; POLL_EVENT waits
    for work only within ``poll_linger`` seconds of its SUBMIT (once per event), so a small program's
    first poll finds it done; reset cancels or quarantines instead of waiting. Only ``close`` gives
@@ -42,6 +46,7 @@ import threading
 
 from ..core.errors import DeviceLost, InvalidArgument, IronAccelError, ResourceLimit
 from ..runtime import Accelerator
+from .engine_account import HostAccount, default_max_bytes
 from .engine_objects import GuestObject, ObjectCounts, ResetReport, Teardown
 from .engine_policy import GuestQuota, advertised_info
 from .engine_session import GuestSession
@@ -69,7 +74,10 @@ class DeviceEngine:
         quota: GuestQuota | None = None,
         close_wait: float = 5.0,
         poll_linger: float = POLL_LINGER_S,
+        max_bytes: int | None = None,
     ) -> None:
+        """``max_bytes``: what all guests together may hold (buffer backing + declared program bytes);
+        None: HOST_MEMORY_FRACTION of the host's MemAvailable now (no cap where that is unknown)."""
         config = WireConfig.baseline() if limits is None else limits
         config.check()
         if config.protocol_minor != PROTOCOL_MINOR:
@@ -77,6 +85,7 @@ class DeviceEngine:
         self.accelerator = accelerator
         self.config = config
         self.quota = quota or GuestQuota()
+        self.account = HostAccount(default_max_bytes() if max_bytes is None else max_bytes)
         self.info = advertised_info(accelerator, self.quota, config)
         self.info_payload = self.info.pack()  # GET_DEVICE_INFO's answer never changes: packed once
         self.decode_limits = DecodeLimits.negotiated(config, self.info)
@@ -140,12 +149,15 @@ class DeviceEngine:
             orphans, self._orphans = self._orphans, []
         if not orphans:
             return ObjectCounts()
-        kept = Teardown(self.accelerator, lambda obj: None, self.lose_device, self._lost is not None).run(
+        kept = Teardown(self.accelerator, self._reclaimed, self.lose_device, self._lost is not None).run(
             orphans, cancel=False
         )
         with self._lock:
             self._orphans.extend(kept)
             return ObjectCounts.of(self._orphans)
+
+    def _reclaimed(self, obj: GuestObject) -> None:
+        self.account.release(obj.charge)  # its session is gone: only the daemon-wide charge is left
 
     def orphaned(self) -> ObjectCounts:
         with self._lock:
@@ -169,4 +181,4 @@ class DeviceEngine:
         log.error("virtio device lost: %s", error)
 
 
-__all__ = ["DeviceEngine", "GuestQuota", "GuestSession", "ResetReport"]
+__all__ = ["DeviceEngine", "GuestQuota", "GuestSession", "HostAccount", "ResetReport"]

@@ -1,7 +1,9 @@
 """Host policy of the device engine: per-guest quotas, what the device advertises, how errors map to statuses.
 
 A guest's limits are the smaller of the backend's own limits and the host's :class:`GuestQuota`; the
-per-context ones are advertised in WireDeviceInfo, the guest-wide totals are private host policy.
+per-context ones are advertised in WireDeviceInfo, the guest-wide totals (counts, bytes, the run time of
+one submission) are private host policy. What all guests hold together is capped by the engine's
+:class:`~.engine_account.HostAccount`.
 Runtime errors keep their meaning on the wire: each error class of the contract has its status.
 """
 
@@ -60,11 +62,17 @@ class GuestQuota:
     max_buffer_bytes: int = 4 << 30  # one buffer
     max_total_buffer_bytes: int = 8 << 30  # backing of all the guest's buffers (what the backend really took)
     max_total_program_bytes: int = 2 << 30  # resident bytes all the guest's programs declared
+    # The compute budget of one submission: its deadline is never later than this after admission (a
+    # SUBMIT without a timeout, or with a longer one, gets this one).
+    max_run_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not isinstance(value, int) or value < 1:
+            if field.name == "max_run_seconds":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                    raise InvalidArgument(f"GuestQuota.max_run_seconds must be a positive number, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"GuestQuota.{field.name} must be a positive integer, got {value!r}")
 
     def total(self, kind: int) -> int:

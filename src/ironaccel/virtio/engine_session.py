@@ -92,6 +92,7 @@ class GuestSession:
         self._bytes: collections.Counter[ObjectKind] = collections.Counter()  # charged bytes, by kind
         self._quarantine: list[GuestObject] = []
         self._closed = False
+        self._limits_logged: set[str] = set()
         self._broken = False  # an engine defect left this session's book in doubt: reset needed
         self._handlers: dict[Opcode, Callable[[Request], bytes | _Read]] = {
             Opcode.GET_DEVICE_INFO: self._get_device_info,
@@ -299,6 +300,24 @@ class GuestSession:
     def _uncharge(self, obj: GuestObject) -> None:
         self._used[obj.kind] -= 1
         self._bytes[obj.kind] -= obj.charge
+        if obj.charge:
+            self.engine.account.release(obj.charge)
+
+    def _refuse_bytes(self, limit: str, message: str) -> Refused:
+        """A byte limit's refusal (RESOURCE_LIMIT), logged for the host's operator once per limit and
+        session: the wire carries only the status."""
+        message = f"{message} (limit: {limit})"
+        if limit not in self._limits_logged:
+            self._limits_logged.add(limit)
+            log.warning("guest %d: %s; further refusals by this limit are not logged", self.tag, message)
+        return Refused(Status.RESOURCE_LIMIT, message)
+
+    def _charge_host(self, nbytes: int, what: str) -> None:
+        """Charge the daemon-wide account, before the backend runs (RESOURCE_LIMIT when over its cap)."""
+        try:
+            self.engine.account.charge(nbytes, what)
+        except Refused as exc:
+            raise self._refuse_bytes("--max-bytes", str(exc)) from None
 
     def _release(self, req: Request, kind: ObjectKind, release: Callable[[Any], None]) -> bytes:
         object_id = req.body.object_id  # type: ignore[union-attr]
@@ -340,20 +359,37 @@ class GuestSession:
         self._admit(ObjectKind.BUFFER, ctx)
         if body.alignment > MAX_ALIGNMENT:
             raise Refused(Status.UNSUPPORTED, f"alignment {body.alignment} above {MAX_ALIGNMENT}")
-        budget = self.engine.quota.max_total_buffer_bytes - self._bytes[ObjectKind.BUFFER]
+        quota = self.engine.quota.max_total_buffer_bytes
+        budget = quota - self._bytes[ObjectKind.BUFFER]
         if body.bytes > budget:
-            raise Refused(Status.RESOURCE_LIMIT, f"{body.bytes} bytes asked, {budget} left in the guest's budget")
-        desc = BufferDesc(body.bytes, MemoryDomain(body.memory_domain), BufferUsage(body.usage), body.alignment)
-        handle = self.acc.allocate_buffer(ctx.handle, desc)
-        charge = max(handle.info.allocation_bytes, body.bytes)
-        if charge > budget:
-            # The backend took more than the guest has left: give it back before any id exists. If even
-            # that fails, ownership of the allocation is unknown: the device is lost.
+            raise self._refuse_bytes(
+                "--guest-bytes", f"ALLOCATE_BUFFER: {body.bytes} bytes, {budget} left of the guest's {quota}"
+            )
+        account = self.engine.account
+        self._charge_host(body.bytes, "ALLOCATE_BUFFER")
+        charged = body.bytes
+        try:
+            desc = BufferDesc(body.bytes, MemoryDomain(body.memory_domain), BufferUsage(body.usage), body.alignment)
+            handle = self.acc.allocate_buffer(ctx.handle, desc)
+            charge = max(handle.info.allocation_bytes, body.bytes)
             try:
-                self.acc.free_buffer(handle)
-            except IronAccelError as exc:
-                raise DeviceLost(f"could not release an over-budget allocation: {exc}") from exc
-            raise Refused(Status.RESOURCE_LIMIT, f"backing of {charge} bytes exceeds the {budget} left")
+                if charge > budget:
+                    raise self._refuse_bytes(
+                        "--guest-bytes", f"ALLOCATE_BUFFER: backing of {charge} bytes, {budget} left of {quota}"
+                    )
+                self._charge_host(charge - charged, "ALLOCATE_BUFFER backing")
+                charged = charge
+            except Refused:
+                # The backend took more than either budget has left: give it back before any id exists.
+                # If even that fails, ownership of the allocation is unknown: the device is lost.
+                try:
+                    self.acc.free_buffer(handle)
+                except IronAccelError as exc:
+                    raise DeviceLost(f"could not release an over-budget allocation: {exc}") from exc
+                raise
+        except BaseException:
+            account.release(charged)
+            raise
         obj = GuestObject(ObjectKind.BUFFER, handle, ctx, charge=charge, size=body.bytes, usage=body.usage)
         return self._created(req, obj)
 
@@ -385,11 +421,20 @@ class GuestSession:
         prefix = body.prefix
         ctx = self._get(prefix.context_id, ObjectKind.CONTEXT)
         self._admit(ObjectKind.PROGRAM, ctx)
-        budget = self.engine.quota.max_total_program_bytes - self._bytes[ObjectKind.PROGRAM]
+        quota = self.engine.quota.max_total_program_bytes
+        budget = quota - self._bytes[ObjectKind.PROGRAM]
         if prefix.resident_bytes > budget:
-            raise Refused(Status.RESOURCE_LIMIT, f"{prefix.resident_bytes} resident bytes, {budget} left")
-        artifact = ArtifactRef(bytes(body.artifact), prefix.resident_bytes, prefix.target, prefix.format)
-        handle = self.acc.load_program(ctx.handle, artifact)
+            raise self._refuse_bytes(
+                "--guest-program-bytes",
+                f"LOAD_PROGRAM: {prefix.resident_bytes} resident bytes declared, {budget} left of the guest's {quota}",
+            )
+        self._charge_host(prefix.resident_bytes, "LOAD_PROGRAM")
+        try:
+            artifact = ArtifactRef(bytes(body.artifact), prefix.resident_bytes, prefix.target, prefix.format)
+            handle = self.acc.load_program(ctx.handle, artifact)
+        except BaseException:
+            self.engine.account.release(prefix.resident_bytes)
+            raise
         return self._created(req, GuestObject(ObjectKind.PROGRAM, handle, ctx, charge=prefix.resident_bytes))
 
     def _unload_program(self, req: Request) -> bytes:
@@ -427,7 +472,9 @@ class GuestSession:
             bound.append(buf)
             bindings.append(Binding(b.slot, buf.handle, b.offset, b.bytes, access))
         self._admit(ObjectKind.EVENT, ctx)
-        timeout = None if body.prefix.timeout_ns == 0 else body.prefix.timeout_ns / 1e9
+        # The guest's compute budget: no run may go on longer, whatever (or nothing) the guest asked.
+        budget = self.engine.quota.max_run_seconds
+        timeout = budget if body.prefix.timeout_ns == 0 else min(body.prefix.timeout_ns / 1e9, budget)
         retains = (queue, program, *bound)
         try:
             handle = self.acc.submit(queue.handle, program.handle, bindings, timeout)

@@ -25,6 +25,10 @@ Design choices:
    guest's budget.
 4. Cancellation goes to the device when the work was handed over; work still parked on a host gate
    here is cancelled here. Exactly one cancel can win either way.
+5. Every command has a deadline (``timeout_s``, default IRONACCEL_VIRTIO_TIMEOUT, 30 s): a daemon that
+   stops answering ends the call with DeadlineExpired naming the command and the daemon, and the
+   accelerator keeps working if the daemon resumes. A SUBMIT whose answer never came is indeterminate
+   (the device may have accepted it): its event fails here with that error.
 """
 
 from __future__ import annotations
@@ -138,6 +142,9 @@ def _segments(total: int, chunk: int, budget: int, piece: int = SEGMENT_BYTES) -
 class VirtioAccelerator(Accelerator):
     """An accelerator behind a virtio-accel device, reached through the daemon socket at ``path``.
 
+    ``transport_options`` go to :class:`GuestTransport`; ``timeout_s`` there is how long one command may
+    wait for the daemon's answer (default IRONACCEL_VIRTIO_TIMEOUT, else 30 s).
+
     Thread safety: as every Accelerator; commands from several threads travel in parallel."""
 
     observes_completion = True
@@ -198,9 +205,11 @@ class VirtioAccelerator(Accelerator):
                 frames.append((parts, capacity, None))
             expected.append((opcode, rid, read_into, sink))
         responses = []
+        waiting = expected[0][0]  # the command whose answer a deadline would be missing
         try:
             with transport.exchange_batch(frames) as answers:
                 for index, (opcode, rid, read_into, sink) in enumerate(expected):
+                    waiting = opcode
                     answer = answers[index]
                     if not len(answer):
                         raise DeviceLost(f"{opcode.name}: the device completed the request without an answer")
@@ -215,6 +224,10 @@ class VirtioAccelerator(Accelerator):
                     responses.append(response)
         except (RecoveryRequired, WireError) as exc:
             raise DeviceLost(f"the device broke the protocol: {exc}") from exc
+        except DeadlineExpired as exc:
+            batch = list(dict.fromkeys(opcode.name for opcode, *_ in expected))
+            where = f" (in a batch of {', '.join(batch)})" if len(expected) > 1 else ""
+            raise DeadlineExpired(f"{waiting.name}{where}: {exc}") from exc
         return responses
 
     def _ok(self, opcode: Opcode, body: bytes, tail: Any = b"", what: str = "") -> Response:
@@ -394,6 +407,13 @@ class VirtioAccelerator(Accelerator):
             self._remote[event] = _SUBMITTING
         try:
             response = self._command(Opcode.SUBMIT, prefix + bindings)
+        except DeadlineExpired as exc:
+            # No answer: the device may have accepted the work, so this is not a rejection. The event
+            # ends here with the deadline's error; a device that did accept it holds it until this
+            # guest disconnects (its id never came back).
+            self._settle(event, None)
+            event.fail(exc)
+            raise SubmitIndeterminate(exc, None) from exc
         except BaseException:
             self._settle(event, None)
             raise
@@ -471,7 +491,8 @@ class VirtioAccelerator(Accelerator):
                 return core.cancel()
         response = self._command(Opcode.CANCEL_EVENT, ObjectPayload(rid).pack())
         if response.status == Status.OK:
-            core.cancel()  # the device's cancel won; a poll may already have recorded it here
+            # The device's cancel won. A run it already started stays PENDING there until it has stopped
+            # (ADR 0027), still using its buffers; so the event here ends when a poll sees CANCELLED.
             return True
         if response.status in (Status.BUSY, Status.STALE_OBJECT, Status.INVALID_ARGUMENT):
             return False

@@ -22,6 +22,11 @@ take a staging set of their own, so their transfers may overlap.
 ``start`` posts batch 1 and returns; the run's ``finish`` posts batch 2 later (``exe.submit``): with
 several runs started before the first is finished, each costs the device two round trips, and the
 guest's copies and waits overlap the device's work on the others.
+
+A call whose batch got no answer within the transport's deadline (DeadlineExpired) leaves its staging
+set in an unknown state: the device may still write its inputs or run its SUBMIT. That set is never
+used again (later calls make a new one); it is freed with the others when the program is unloaded, or
+with everything else when the guest disconnects.
 """
 
 from __future__ import annotations
@@ -124,8 +129,13 @@ class InlineRunner:
         try:
             event = self._begin(staging, inputs)
             failure = self._collect(staging, event, outputs, None)
-        finally:
+        except DeadlineExpired:
+            self._drop(staging)
+            raise
+        except BaseException:
             self._give_back(staging)
+            raise
+        self._give_back(staging)
         if failure is not None:
             raise failure
 
@@ -134,6 +144,9 @@ class InlineRunner:
         staging = self._take()
         try:
             return _Started(self, staging, self._begin(staging, inputs))
+        except DeadlineExpired:
+            self._drop(staging)
+            raise
         except BaseException:
             self._give_back(staging)
             raise
@@ -141,6 +154,11 @@ class InlineRunner:
     def _give_back(self, staging: _Staging) -> None:
         with self._lock:
             self._free.append(staging)
+
+    @staticmethod
+    def _drop(staging: _Staging) -> None:
+        """Never reuse ``staging`` (a batch on it went unanswered); ``release`` still frees its buffers."""
+        staging.finished = None  # whether the batch destroyed it is unknown: not destroyed twice
 
     def _begin(self, staging: _Staging, inputs: Sequence[np.ndarray]) -> int:
         """Batch 1: the previous call's event destroyed, the inputs written, SUBMIT; returns the event."""

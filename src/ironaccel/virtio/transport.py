@@ -12,6 +12,13 @@ ride on the header's bytes. Everything a peer sends is bounded here before it is
 size (at most MAX_PAYLOAD) before it is read, the number of descriptors before they are accepted,
 each payload's exact length before it is decoded. Descriptors that arrive with a message that is
 refused are closed, never leaked.
+
+One message is IronAccel's own, outside vhost-user's request numbers: the daemon's *refusal*
+(:data:`REFUSAL`, flags VERSION | REPLY, payload the reason in UTF-8, at most :data:`MAX_REASON`
+bytes). A daemon that will not serve a connection (it has ``max_guests`` guests already, or the
+connection did not finish set-up in time) writes it once, without blocking, where the guest waits for a
+reply, then closes; the guest's :func:`expect_reply` raises :class:`DaemonRefusal` with the reason.
+A daemon never reads one: from a guest it is an unsupported request like any other.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import socket
 import struct
 from collections.abc import Sequence
 
-from ..core.errors import DeviceLost, InvalidArgument
+from ..core.errors import DeviceLost, InvalidArgument, ResourceLimit
 
 # Header flags.
 VERSION = 0x1
@@ -79,6 +86,8 @@ MAX_REGIONS = 8
 MAX_CONFIG = 256
 VRING_NOFD = 0x100  # in a SET_VRING_KICK/CALL/ERR payload: no descriptor follows (polling)
 VRING_INDEX_MASK = 0xFF
+REFUSAL = 0x10000  # the daemon's refusal: above every vhost-user request number
+MAX_REASON = 256  # bytes of a refusal's reason, cut by the sender and again by the reader
 
 
 class ProtocolError(InvalidArgument):
@@ -87,6 +96,16 @@ class ProtocolError(InvalidArgument):
 
 class Disconnected(DeviceLost):
     """The peer closed the connection (or it broke)."""
+
+
+class DaemonRefusal(ResourceLimit):
+    """The daemon turned this connection away; the message is its reason."""
+
+
+def encode_refusal(reason: str) -> bytes:
+    """The refusal message for ``reason`` (cut to MAX_REASON bytes of UTF-8)."""
+    payload = reason.encode("utf-8", "replace")[:MAX_REASON]
+    return HEADER.pack(REFUSAL, VERSION | REPLY, len(payload)) + payload
 
 
 @dataclasses.dataclass
@@ -195,8 +214,12 @@ def reply(sock: socket.socket, request: int, payload: bytes) -> None:
 
 
 def expect_reply(sock: socket.socket, request: int) -> Message:
-    """The reply to ``request`` (ProtocolError if something else arrives)."""
+    """The reply to ``request`` (ProtocolError if something else arrives; DaemonRefusal for a refusal)."""
     msg = receive(sock)
+    if msg.request == REFUSAL and msg.flags & REPLY:
+        msg.close_fds()
+        reason = msg.payload[:MAX_REASON].decode("utf-8", "replace")
+        raise DaemonRefusal("".join(c if c.isprintable() else "?" for c in reason) or "no reason given")
     if msg.fds:
         msg.close_fds()
         raise ProtocolError(f"reply to {_name(request)} carries file descriptors")

@@ -20,6 +20,17 @@ Any number of threads may have commands in flight at once; one of the waiting th
 collects used chains for all of them. Waiting spins for ``poll_s`` (cheap when the device answers
 fast), then sleeps on the call eventfd with the ring's suppression re-armed and checked once more.
 A daemon that goes away ends every wait with DeviceLost.
+
+Every command has a deadline: the caller's ``timeout``, else the transport's ``timeout_s`` (default
+IRONACCEL_VIRTIO_TIMEOUT, 30 s). A daemon that stops answering (stopped, wedged, overloaded) ends
+the wait with DeadlineExpired naming the daemon and the seconds waited; the chains stay the device's
+(their arena blocks are freed only when it returns them), so the transport goes on working if the
+daemon resumes. Set-up has its own deadline (``setup_timeout_s``, per socket operation).
+
+A daemon that turns the connection away during set-up (full, or set-up took too long) sends one
+refusal message with its reason instead of a reply (:data:`transport.REFUSAL`); it is read even when
+the daemon closed the socket before our request arrived, and raised as ResourceLimit naming the
+daemon's path and its reason.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 import mmap
 import os
 import select
@@ -37,7 +49,15 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, ResourceLimit, Unsupported
+from ..core.errors import (
+    Busy,
+    DeadlineExpired,
+    DeviceLost,
+    InvalidArgument,
+    IronAccelError,
+    ResourceLimit,
+    Unsupported,
+)
 from . import transport as tp
 from .transport import ProtocolError, ProtocolFeature, Request
 from .transport_arena import ALIGN, Arena
@@ -76,9 +96,11 @@ class GuestTransport:
         config_size: int = 16,
         poll_s: float = 50e-6,
         setup_timeout_s: float = 10.0,
+        timeout_s: float | None = None,
     ) -> None:
         self.path = path
         self.poll_s = poll_s
+        self.timeout_s = _command_timeout(timeout_s)
         self.in_place_min = IN_PLACE_MIN_BYTES  # heap parts from this size are posted where they lie
         self._setup_timeout = setup_timeout_s
         self._cond = threading.Condition()
@@ -96,17 +118,43 @@ class GuestTransport:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             self.sock.settimeout(setup_timeout_s)
+            self._connect(path, time.monotonic() + setup_timeout_s)
             try:
-                self.sock.connect(path)
-            except OSError as exc:
-                raise DeviceLost(f"cannot reach a virtio-accel daemon at {path}: {exc}") from exc
-            self._setup(queue_size, arena_bytes, heap_bytes, features, config_size)
+                self._setup(queue_size, arena_bytes, heap_bytes, features, config_size)
+            except (tp.Disconnected, ProtocolError):
+                self._raise_refusal()  # what the daemon said before it closed, if it said anything
+                raise
+            except tp.DaemonRefusal as exc:
+                raise ResourceLimit(f"the virtio-accel daemon at {path} refused this guest: {exc}") from exc
             self.sock.settimeout(None)
         except BaseException:
             self._release()
             raise
 
     # ---- set-up ---------------------------------------------------------------------------------------
+    def _connect(self, path: str, deadline: float) -> None:
+        """Connect; a daemon whose accept backlog is full (EAGAIN) is tried again until ``deadline``."""
+        while True:
+            try:
+                self.sock.connect(path)
+                return
+            except BlockingIOError as exc:
+                if time.monotonic() >= deadline:
+                    raise DeviceLost(f"cannot reach a virtio-accel daemon at {path}: its backlog stayed full") from exc
+                time.sleep(0.005)
+            except OSError as exc:
+                raise DeviceLost(f"cannot reach a virtio-accel daemon at {path}: {exc}") from exc
+
+    def _raise_refusal(self) -> None:
+        """Raise ResourceLimit if the daemon's refusal is waiting on the socket (read without blocking)."""
+        try:
+            self.sock.settimeout(0)
+            tp.expect_reply(self.sock, Request.GET_FEATURES)
+        except tp.DaemonRefusal as exc:
+            raise ResourceLimit(f"the virtio-accel daemon at {self.path} refused this guest: {exc}") from None
+        except (OSError, IronAccelError):
+            pass
+
     def _setup(self, queue_size: int, arena_bytes: int, heap_bytes: int, wanted: int, config_size: int) -> None:
         offered = self._get_u64(Request.GET_FEATURES)
         self.features = offered & wanted
@@ -246,7 +294,7 @@ class GuestTransport:
                 f"requests of {copied} bytes with responses of {[p.capacity for p in plans]} bytes do not fit"
                 f" the {self.arena.size}-byte arena"
             )
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = _Deadline.after(self.timeout_s if timeout is None else timeout)
         blocks: list[tuple[int | None, int | None]] = []
         tokens: list[int] = []
         try:
@@ -343,23 +391,27 @@ class GuestTransport:
         if self._lost is not None:
             raise DeviceLost(self._lost)
 
-    def _wait_for_room(self, deadline: float | None) -> None:
+    def _wait_for_room(self, deadline: _Deadline) -> None:
         """Room comes back as chains complete (reap them) or as other threads free their blocks."""
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise DeadlineExpired("no room in the queue before the deadline")
+        remaining = deadline.left()
+        if remaining <= 0:
+            raise DeadlineExpired(
+                f"no room in the command queue to the virtio-accel daemon at {self.path} within {deadline.seconds:g} s"
+            )
         if self._heads and not self._reaping:
             self._reap_once(remaining)
         else:
             self._cond.wait(remaining)
 
-    def _await(self, token: int, deadline: float | None) -> int:
+    def _await(self, token: int, deadline: _Deadline) -> int:
         """Called with the lock held; returns the used length of ``token``'s chain."""
         while token not in self._done:
             self._check()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise DeadlineExpired("no response before the deadline")
+            remaining = deadline.left()
+            if remaining <= 0:
+                raise DeadlineExpired(
+                    f"no answer from the virtio-accel daemon at {self.path} within {deadline.seconds:g} s"
+                )
             if self._reaping:
                 self._cond.wait(remaining)
             else:
@@ -465,6 +517,32 @@ class GuestTransport:
         self.close()
 
 
+def _command_timeout(timeout_s: float | None) -> float:
+    """The per-command deadline a transport uses: ``timeout_s``, else IRONACCEL_VIRTIO_TIMEOUT's."""
+    from ..core.settings import settings
+
+    source = "timeout_s" if timeout_s is not None else "IRONACCEL_VIRTIO_TIMEOUT"
+    seconds = settings.virtio_timeout_s if timeout_s is None else timeout_s
+    if not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+        raise InvalidArgument(f"{source} must be a positive, finite number of seconds, got {seconds!r}")
+    return float(seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Deadline:
+    """When a wait ends (``time.monotonic``) and how many seconds it was given (for the message)."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> _Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
 def _blocks(n: int) -> int:
     return (n + ALIGN - 1) & -ALIGN
 
@@ -473,7 +551,7 @@ class _Answers(Sequence[memoryview]):
     """The responses of one ``exchange_batch``, each waited for (in order) when first looked at."""
 
     def __init__(
-        self, transport: GuestTransport, tokens: list[int], at: list[tuple[int, int]], deadline: float | None
+        self, transport: GuestTransport, tokens: list[int], at: list[tuple[int, int]], deadline: _Deadline
     ) -> None:
         self._transport, self._tokens, self._at, self._deadline = transport, tokens, at, deadline
         self._lengths: list[int] = []
