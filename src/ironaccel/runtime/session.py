@@ -24,12 +24,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
+from ..tosa.errors import FormatError, LoweringError
 from ..tosa.target import Target
 from . import reclaim
 from .accelerator import Accelerator, InlineRun
@@ -37,6 +39,7 @@ from .backends import AUTO_ORDER, factory
 from .errors import ReleaseRejected
 from .event import EventState
 from .handles import Buffer, Context, Event, Prepared, Program, Queue
+from .metadata import Metadata, read_sidecar
 from .spec import TensorSpec
 from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, BufferUsage, MemoryDomain
 
@@ -288,11 +291,13 @@ class Executable:
     for calls; an Executable that is dropped without it does the same when it is collected. Runs keep
     their Executable alive until they are waited for or dropped."""
 
-    def __init__(self, device: Device, program: Program) -> None:
+    def __init__(self, device: Device, program: Program, metadata: Metadata | None = None) -> None:
         self.device = device
         self.program = program
         self.inputs: tuple[TensorSpec, ...] = program.inputs
         self.outputs: tuple[TensorSpec, ...] = program.outputs
+        self.metadata = metadata or Metadata.of(program.inputs, program.outputs)
+        self._input_index = {spec.name: i for i, spec in enumerate(self.inputs)}
         acc = device.accelerator
         self._held = _Held(device._held, program)
         self._inline = acc.runs_inline(program)
@@ -312,12 +317,15 @@ class Executable:
         state = "" if self._held.open else " closed"
         return f"<Executable on {self.device.name}{state}: ({ins}) -> ({outs})>"
 
-    def __call__(self, *arrays: Any, out: Any = None) -> list[np.ndarray]:
+    def __call__(self, *arrays: Any, out: Any = None, **named: Any) -> list[np.ndarray]:
+        """Run the program and return its outputs in order. Inputs by position, ``exe(a, b)``; by name,
+        ``exe(x=a, y=b)``; or as one mapping, ``exe({"x": a, "y": b})`` (for names that are not Python
+        identifiers, or an input called ``out``). ``out``: arrays to write the outputs into."""
+        if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
+            arrays = self._by_name(arrays, named)
         if not self._inline:
             return self.submit(*arrays, out=out).wait()
-        if len(arrays) != len(self.inputs):
-            raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
-        values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+        values = self._values(arrays)
         if out is None:
             targets = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.outputs]
         else:
@@ -328,12 +336,13 @@ class Executable:
         self._held.acc.run_inline(self.program, values, targets)
         return targets
 
-    def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None) -> Run:
-        """Start a call. ``out``: arrays to receive the outputs (one array, or one per output, each of the
-        output's shape and storage dtype, writable and C-contiguous); otherwise new arrays are made."""
-        if len(arrays) != len(self.inputs):
-            raise InvalidArgument(f"program takes {len(self.inputs)} input(s), got {len(arrays)}")
-        values = [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+    def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None, **named: Any) -> Run:
+        """Start a call (inputs as for a call). ``out``: arrays to receive the outputs (one array, or one
+        per output, each of the output's shape and storage dtype, writable and C-contiguous); otherwise new
+        arrays are made."""
+        if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
+            arrays = self._by_name(arrays, named)
+        values = self._values(arrays)
         targets = self._targets(out)
         held = self._held
         acc, ctx = held.acc, self.device.context
@@ -356,6 +365,42 @@ class Executable:
             held.discard(calls)
             raise
         return Run(self, event, calls, targets)
+
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """onnxruntime's form: the outputs named in ``output_names`` (None: all, in order), for inputs
+        given by name in ``feeds``."""
+        outputs = self(feeds)
+        if output_names is None:
+            return outputs
+        index = {spec.name: i for i, spec in enumerate(self.outputs)}
+        unknown = [n for n in output_names if n not in index]
+        if unknown:
+            raise InvalidArgument(f"no output named {', '.join(map(repr, unknown))}; outputs: {', '.join(index)}")
+        return [outputs[index[n]] for n in output_names]
+
+    def run_named(self, *arrays: Any, **named: Any) -> dict[str, np.ndarray]:
+        """The outputs as ``{name: array}`` (inputs as for a call)."""
+        outputs = self(*arrays, **named)
+        return {spec.name: value for spec, value in zip(self.outputs, outputs, strict=True)}
+
+    def _by_name(self, arrays: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
+        if arrays and named:
+            raise InvalidArgument("give the inputs by position or by name, not both")
+        feeds = named or arrays[0]
+        unknown = [n for n in feeds if n not in self._input_index]
+        if unknown:
+            known = ", ".join(repr(s.name) for s in self.inputs)
+            raise InvalidArgument(f"no input named {', '.join(map(repr, unknown))}; the inputs are {known}")
+        missing = [s.name for s in self.inputs if s.name not in feeds]
+        if missing:
+            raise InvalidArgument(f"input {', '.join(map(repr, missing))} not given")
+        return [feeds[s.name] for s in self.inputs]
+
+    def _values(self, arrays: Sequence[Any]) -> list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(repr(s.name) for s in self.inputs)
+            raise InvalidArgument(f"program takes {len(self.inputs)} input(s) ({names}), got {len(arrays)}")
+        return [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
 
     def _bindings(self, buffers: list[Buffer]) -> list[Binding]:
         specs = (*self.inputs, *self.outputs)
@@ -522,12 +567,19 @@ class Device:
         device reads and writes in place); elsewhere an ordinary numpy array."""
         return self.accelerator.host_array(shape, dtype)
 
-    def compile(self, source: Any, resident_bytes: int | None = None, target: Target | None = None) -> Executable:
+    def compile(
+        self,
+        source: Any,
+        resident_bytes: int | None = None,
+        target: Target | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Executable:
         """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program; or an
         NVFP4 projection (an ``ironaccel.nvfp4`` projection, its bytes or a path to them).
 
         ``target`` (profiles, extensions, level) restricts what a TOSA program may use; None checks it
-        against all of TOSA 1.0 with no level limits."""
+        against all of TOSA 1.0 with no level limits. ``metadata``: the program's description and
+        quantization (:mod:`.metadata`); for a path, ``<program>.json`` beside it when it exists."""
         if self._held.closed:
             raise InvalidArgument(f"{self!r} was closed")
         payload, artifact_format = _artifact(source)
@@ -535,9 +587,19 @@ class Device:
         # intermediates) is limited by the context's quota alone, which load_program enforces.
         bound = resident_bytes if resident_bytes is not None else 1 << 62
         words = target.encode() if target is not None else ()
-        program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words, artifact_format))
+        source_name = None
+        if isinstance(source, str | os.PathLike) and metadata is None:
+            metadata, source_name = read_sidecar(Path(source))
         try:
-            exe = Executable(self, program)
+            program = self.accelerator.load_program(self.context, ArtifactRef(payload, bound, words, artifact_format))
+        except LoweringError as exc:  # which device refused it matters when several are in use
+            raise LoweringError(f"{self.name} ({self.info.name}): {exc}") from exc
+        except FormatError as exc:
+            if type(exc) is FormatError and isinstance(source, str | os.PathLike):  # the message names no file
+                raise FormatError(str(exc).removeprefix("file: "), os.fspath(source)) from exc
+            raise
+        try:
+            exe = Executable(self, program, Metadata.of(program.inputs, program.outputs, metadata, source_name))
             self._held.add(exe._held)
         except BaseException:
             self.accelerator.unload_program(program)

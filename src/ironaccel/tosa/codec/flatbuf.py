@@ -118,7 +118,12 @@ class FlatBuffer:
             raise FormatError(f"file is {self.size} bytes, too small to be a TOSA flatbuffer", "file")
         ident = bytes(self.view[4:8])
         if ident != FILE_IDENTIFIER:
-            raise FormatError(f"file identifier is {ident!r}, expected {FILE_IDENTIFIER!r}", "file")
+            from .sniff import looks_like  # only on this error path
+
+            what = looks_like(self.view)
+            hint = f": this looks like {what}" if what else ""
+            found = f"file identifier {ident!r}, expected {FILE_IDENTIFIER!r}"
+            raise FormatError(f"not a TOSA flatbuffer ({found}){hint}", "file")
         return self.table(_U32.unpack_from(self.view, 0)[0], TABLES[ROOT_TABLE], "")
 
     # -- objects -----------------------------------------------------------------------------------
