@@ -13,6 +13,7 @@ from ironaccel.conformance.faults import Fault, FaultyAccelerator, device_lost
 from ironaccel.core.errors import DeviceLost, InvalidArgument, OutOfMemory, Unsupported
 from ironaccel.runtime import (
     ArtifactRef,
+    Binding,
     BufferDesc,
     EventState,
     ReleaseIndeterminate,
@@ -48,15 +49,28 @@ def test_rejected_submit_retains_nothing():
 
 
 def test_indeterminate_submit_hands_over_an_event_that_owns_the_resources():
-    acc = FaultyAccelerator(cpu.CpuAccelerator(), [Fault("submit", DeviceLost("link reset"), indeterminate=True)])
+    acc = FaultyAccelerator(
+        cpu.CpuAccelerator(), [Fault("submit", DeviceLost("link reset"), at=1, indeterminate=True)]
+    )
     f = _fixture(acc)
     f.write_inputs(np.ones(4), np.ones(4))
+    # Work that never ends goes first on the same queue, so the faulty submission is certainly still
+    # waiting behind it when its buffers are released below.
+    endless = acc.load_program(f.ctx, ArtifactRef(semantic.endless_program(), 1 << 20))
+    scratch = [acc.allocate_buffer(f.ctx, BufferDesc(4, usage=semantic.IO)) for _ in range(2)]
+    blocker = acc.submit(f.queue, endless, [Binding(i, b, 0, 4) for i, b in enumerate(scratch)])
     with pytest.raises(SubmitIndeterminate) as info:
         acc.submit(f.queue, f.program, f.bindings())
     ev = info.value.event
     assert ev is not None
     with pytest.raises(ReleaseRejected):
         acc.free_buffer(f.bufs[0])  # the event still owns it
+    assert acc.cancel_event(blocker) is True
+    assert acc.wait(blocker, 30) is EventState.CANCELLED
+    acc.destroy_event(blocker)
+    for buf in scratch:
+        acc.free_buffer(buf)
+    acc.unload_program(endless)
     assert acc.wait(ev, 30) is EventState.COMPLETE
     acc.destroy_event(ev)
     f.close()

@@ -37,8 +37,9 @@ def devices() -> list[DeviceDescriptor]:
     return [d for report in init().describe_all() for d in report.devices]
 
 
-def open(spec: str = "auto") -> Device:
-    """Open an execution device: ``"cpu"``, ``"vulkan"``, ``"vulkan:1"`` or ``"auto"`` (see runtime.session)."""
+def open(spec: str | DeviceDescriptor = "auto") -> Device:
+    """Open an execution device: ``"auto"``, ``"cpu"``, ``"vulkan"``, ``"vulkan:1"``, ``"virtio:PATH"``, or a
+    descriptor from :func:`devices` (see runtime.session.open_device)."""
     from .runtime.session import open_device
 
     return open_device(spec)

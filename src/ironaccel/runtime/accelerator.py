@@ -391,10 +391,15 @@ class Accelerator:
     # ---- programs -----------------------------------------------------------------------------
     def load_program(self, ctx: Context, artifact: ArtifactRef) -> Program:
         """Ownership: a resident program in ``ctx`` (the payload is not retained). Failure: FormatError,
-        ValidationError or LoweringError, nothing retained. Blocking: parses and plans synchronously."""
+        ValidationError or LoweringError, nothing retained; ResourceLimit, before the backend builds
+        anything, when the program's working set (constants, variables and its peak of intermediates:
+        :func:`~ironaccel.tosa.working_set.estimate`) exceeds the artifact's resident bound or what the
+        context's quota has left, or has no bound while the artifact sets one; and after the backend
+        built it, when what the backend reports as resident does. Blocking: parses and plans synchronously."""
         from ..tosa.capability import admit
         from ..tosa.codec import read
         from ..tosa.validate import validate
+        from ..tosa.working_set import NO_BOUND, WorkingSet, estimate
 
         with self._lock:
             self._check_alive()
@@ -405,6 +410,7 @@ class Accelerator:
             raise Incompatible(f"artifact format {artifact.format:#x} is not TOSA ({TOSA_FORMAT:#x})")
         if len(artifact.payload) > limits.max_artifact_bytes:
             raise ResourceLimit(f"artifact of {len(artifact.payload)} bytes exceeds {limits.max_artifact_bytes}")
+        needs: WorkingSet | None = None  # an NVFP4 projection has its own resident figure
         if artifact.format == NVFP4_FORMAT:
             program, inputs, outputs = self._read_nvfp4(artifact)
         else:
@@ -412,6 +418,12 @@ class Accelerator:
             program = read(bytes(artifact.payload))
             validate(program, target)
             admit(program, self._capabilities())
+            needs = estimate(program)
+            if not needs.bounded and artifact.resident_bytes < NO_BOUND:
+                raise ResourceLimit(
+                    f"the program's working set has no bound ({needs.unbounded_reason}); the artifact's resident"
+                    f" bound is {artifact.resident_bytes} bytes"
+                )
             block = program.main
             inputs = tuple(TensorSpec.of(t) for t in block.input_tensors)
             outputs = tuple(TensorSpec.of(t) for t in block.output_tensors)
@@ -423,6 +435,15 @@ class Accelerator:
             self._limit(ctx, Program, limits.max_programs_per_context)
             quota: Quota = crec.extra
             used = self._quota_use(ctx, Program)
+            # Refused on the shapes alone, before the backend allocates anything (constant folding included).
+            if needs is not None and (
+                needs.total_bytes > artifact.resident_bytes or used + needs.total_bytes > quota.program_bytes
+            ):
+                raise ResourceLimit(
+                    f"the program needs {needs.total_bytes} bytes ({needs.describe()}); the artifact's resident"
+                    f" bound is {artifact.resident_bytes} bytes and the context quota has {quota.program_bytes - used}"
+                    " left"
+                )
             native, resident = self._guard(self._load, crec.native, program)
             if resident > artifact.resident_bytes or used + resident > quota.program_bytes:
                 self._unload(native)
@@ -587,13 +608,11 @@ class Accelerator:
         def start() -> None:
             # Runs on the thread that signals the gate: a failure to start fails the event, never that thread.
             # Work cancelled (or failed by device loss) while parked never reaches the backend: its queue and
-            # buffers may be released by now. Otherwise extra pins keep them alive while _submit runs, even if
-            # a cancel that wins meanwhile drops the event's own pins.
-            with self._lock:
-                if core.state.terminal:
-                    return
-                for r in pinned:
-                    r.pins += 1
+            # buffers may be released by now. Otherwise the hold keeps the event from turning terminal (and
+            # so from dropping its pins) until _submit has returned, even if the work ends or a cancel wins
+            # meanwhile: a waiter that sees the terminal state finds everything released.
+            if not core.hold():
+                return
             try:
                 self._submit(qrec.native, prec.native, ranges, core)
             except SubmitIndeterminate as exc:
@@ -601,9 +620,7 @@ class Accelerator:
             except IronAccelError as exc:
                 core.fail(exc)
             finally:
-                with self._lock:
-                    for r in pinned:
-                        r.pins -= 1
+                core.release()
 
         if after is None:
             try:

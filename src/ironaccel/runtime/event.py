@@ -53,6 +53,8 @@ class EventCore:
         self._stop = False  # a cancel won while the run went: it ends CANCELLED once it has stopped
         self._on_terminal: list[Callable[[], None]] = []
         self._claimed = False  # a transition out of PENDING has begun
+        self._holds = 0  # hand-overs to the backend in progress (see hold)
+        self._deferred: tuple[EventState, IronAccelError | None, list[Callable[[], None]]] | None = None
 
     @property
     def state(self) -> EventState:
@@ -80,8 +82,31 @@ class EventCore:
                 state, error = EventState.CANCELLED, None
             self._claimed = True
             callbacks, self._on_terminal = self._on_terminal, []
+            if self._holds:  # published when the hand-over returns (release)
+                self._deferred = (state, error, callbacks)
+                return True
         self._publish(state, error, callbacks)
         return True
+
+    def hold(self) -> bool:
+        """Keep the event from becoming terminal while the caller hands its work to the backend (the
+        hand-over may still read what the event pins, even if the work ends or is cancelled meanwhile);
+        False when the event is already decided. Each successful hold needs one :meth:`release`."""
+        with self._cond:
+            if self._state.terminal or self._claimed:
+                return False
+            self._holds += 1
+            return True
+
+    def release(self) -> None:
+        """End a :meth:`hold`; a transition decided meanwhile is published now."""
+        with self._cond:
+            self._holds -= 1
+            deferred = self._deferred if not self._holds else None
+            if deferred is not None:
+                self._deferred = None
+        if deferred is not None:
+            self._publish(*deferred)
 
     def _publish(self, state: EventState, error: IronAccelError | None, callbacks: list[Callable[[], None]]) -> None:
         for fn in callbacks:
@@ -111,6 +136,9 @@ class EventCore:
                 return True
             self._claimed = True
             callbacks, self._on_terminal = self._on_terminal, []
+            if self._holds:
+                self._deferred = (EventState.CANCELLED, None, callbacks)
+                return True
         self._publish(EventState.CANCELLED, None, callbacks)
         return True
 

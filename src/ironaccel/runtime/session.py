@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.descriptor import DeviceDescriptor
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
 from ..tosa.errors import FormatError, LoweringError
 from ..tosa.target import Target
 from . import reclaim
 from .accelerator import Accelerator, InlineRun
-from .backends import AUTO_ORDER, factory
+from .backends import AUTO, AUTO_ORDER, Resolved, open_resolved, resolve
 from .errors import ReleaseRejected
 from .event import EventState
 from .handles import Buffer, Context, Event, Prepared, Program, Queue
@@ -655,21 +656,22 @@ def _payload(source: Any) -> bytes:
     )
 
 
-def open_device(spec: str = "auto") -> Device:
-    """Open ``"cpu"``, ``"vulkan"``, ``"vulkan:N"`` (an index, UUID or name after the colon) or ``"auto"``.
+def open_device(spec: str | DeviceDescriptor = "auto") -> Device:
+    """Open an execution device: ``"auto"``, ``"cpu"`` (or ``"cpu:0"``), ``"vulkan"``, ``"vulkan:N"`` (an
+    index, UUID or part of the name after the colon), ``"virtio:PATH"``, or a DeviceDescriptor from
+    ``ironaccel.devices()``. A device that discovery lists but no execution backend runs (``"cuda:0"``) is
+    refused with the execution device that runs the same hardware, where there is one.
 
     "auto" takes the first backend of AUTO_ORDER that opens a non-software device, else the CPU; the
     returned Device's ``why`` says what was picked and why.
     """
-    name, _, selector = spec.partition(":")
-    name = name.strip().lower()
-    if name != "auto":
-        acc = factory(name)(selector or None) if selector else factory(name)()
-        return Device(acc, spec, f"asked for {spec}")
+    resolved = resolve(spec)
+    if resolved.backend != AUTO:
+        return Device(open_resolved(resolved), resolved.label, f"asked for {resolved.label}")
     skipped: list[str] = []
     for candidate in AUTO_ORDER:
         try:
-            acc = factory(candidate)()
+            acc = open_resolved(Resolved(candidate, None, candidate))
         except ImportError:
             skipped.append(f"{candidate}: not part of this installation")
             continue
@@ -679,6 +681,9 @@ def open_device(spec: str = "auto") -> Device:
         info = acc.device_info()
         if info.software and candidate != "cpu":
             skipped.append(f"{candidate}: only a software device ({info.software})")
+            close = getattr(acc, "close", None)
+            if close is not None:  # not kept: release the device it opened now, not at collection
+                close()
             continue
         why = f"picked {candidate} ({info.name})" + (f"; skipped {'; '.join(skipped)}" if skipped else "")
         return Device(acc, candidate, why)
