@@ -9,14 +9,14 @@ live array first, and without it the pointers are taken through ``__array_interf
 
 Arenas for intermediates are made on first need and reused: a run takes one from a free list and puts it
 back, so concurrent runs of one program use different arenas and a steady caller allocates nothing.
+Programs with operators large enough to split share their units among the process's helper threads
+from inside that one call (:mod:`.pool`); how many threads may join is updated before each run from
+the machine's idle CPUs.
 
 The shared object comes from the process's table of open libraries (:mod:`.library`), shared with
 every other program of the same source. :meth:`NativeProgram.release` gives it back (a program that is
 collected unreleased gives it back then); a run in flight on another thread keeps it until that run
 returns, and a run asked for after the release is refused.
-Programs with operators large enough to split share their units among the process's helper threads
-from inside that one call (:mod:`.pool`); how many threads may join is updated before each run from
-the machine's idle CPUs.
 """
 
 from __future__ import annotations
