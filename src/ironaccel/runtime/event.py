@@ -54,6 +54,7 @@ class EventCore:
         self._on_terminal: list[Callable[[], None]] = []
         self._claimed = False  # a transition out of PENDING has begun
         self._holds = 0  # hand-overs to the backend in progress (see hold)
+        self._on_stop: list[Callable[[], None]] = []
         self._deferred: tuple[EventState, IronAccelError | None, list[Callable[[], None]]] | None = None
 
     @property
@@ -126,6 +127,7 @@ class EventCore:
         """True when this call won. Work not started ends CANCELLED now; started work that stops at
         checkpoints (``stoppable``) is told to stop and ends CANCELLED once it has (PENDING until then);
         started work that cannot be stopped, or an event already decided, is not cancelled."""
+        stops: list[Callable[[], None]] | None = None  # set when the cancellation stops a started run
         with self._cond:
             if self._state.terminal or self._claimed or self._stop:
                 return False
@@ -133,14 +135,29 @@ class EventCore:
                 if not self.stoppable:
                     return False
                 self._stop = True
-                return True
-            self._claimed = True
-            callbacks, self._on_terminal = self._on_terminal, []
-            if self._holds:
-                self._deferred = (EventState.CANCELLED, None, callbacks)
-                return True
+                stops, self._on_stop = self._on_stop, []
+            else:
+                self._claimed = True
+                callbacks, self._on_terminal = self._on_terminal, []
+                if self._holds:
+                    self._deferred = (EventState.CANCELLED, None, callbacks)
+                    return True
+        if stops is not None:
+            for fn in stops:  # the run's own stop signal (native code reads a word, not this object)
+                fn()
+            return True
         self._publish(EventState.CANCELLED, None, callbacks)
         return True
+
+    def on_stop(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (once, on the cancelling thread) when a cancellation wins against the running work;
+        at once if one already has. For runs that cannot call :meth:`checkpoint` themselves (native code),
+        so they can be told through a flag of their own."""
+        with self._cond:
+            if not self._stop:
+                self._on_stop.append(fn)
+                return
+        fn()
 
     @property
     def stop_requested(self) -> bool:
