@@ -686,3 +686,29 @@ def test_validator_only_reports_validation_errors(prog):
     assert all(isinstance(error, ValidationError) for error in check(prog))
     with contextlib.suppress(ValidationError):
         validate(prog, INT_8K)
+
+
+# -- the call graph of control flow: cycles across paths, and the deepest nesting -----------------------
+def test_graphs_that_call_each_other_along_different_paths_are_refused():
+    from ironaccel.tosa import Program, Region
+    from ironaccel.tosa.validate import validate
+    from test_cpu_deep_nesting import _calls
+
+    # main -> a, main -> b, a -> b, b -> a: each graph's first path is acyclic, together they recurse.
+    program = Program((Region("main", (_calls("main", "a", "b"), _calls("a", "b", "b"), _calls("b", "a", "a"))),))
+    with pytest.raises(ValidationError, match="recursive graph"):
+        validate(program)
+
+
+def test_a_graph_reached_deeper_than_max_nesting_along_another_path_is_refused():
+    from ironaccel.tosa import Program, Region
+    from ironaccel.tosa.validate import validate
+    from test_cpu_deep_nesting import _step
+
+    n = 200  # main -> c0..c199 -> d0..d199, and main -> d0: d199 nests 401 deep, first met at depth 1
+    c, d = [f"c{i}" for i in range(n)], [f"d{i}" for i in range(n)]
+    blocks = [_step("main", c[0], d[0])]
+    blocks += [_step(c[i], c[i + 1] if i + 1 < n else d[0], d[0]) for i in range(n)]
+    blocks += [_step(d[i], d[i + 1] if i + 1 < n else None) for i in range(n)]
+    with pytest.raises(ValidationError, match="nesting depth 256 reaches MAX_NESTING = 256"):
+        validate(Program((Region("main", tuple(blocks)),)))

@@ -436,6 +436,15 @@ def _check_graphs(v: _Validator, ctx: OperatorContext, op: Operator, depth: int,
     return list(graphs.values())
 
 
+def _graph_names(op: Operator) -> tuple[str, ...]:
+    attr = op.attribute
+    if isinstance(attr, CondIfAttribute):
+        return (attr.then_graph, attr.else_graph)
+    if isinstance(attr, WhileLoopAttribute):
+        return (attr.cond_graph, attr.body_graph)
+    return ()
+
+
 class _Validator:
     def __init__(self, program: Program, target: Target, collect: bool) -> None:
         self.program, self.target, self.collect = program, target, collect
@@ -461,7 +470,7 @@ class _Validator:
         for block in self.program.blocks():
             blocks.setdefault(block.name, []).append(block)
         queue: deque[tuple[Block, Scope | None, int, tuple[str, ...]]] = deque([(main, None, 0, (main.name,))])
-        seen = {main.name}
+        seen = {main.name: 0}  # block -> the depth it was checked at (its shallowest)
         while queue:
             block, outer, depth, stack = queue.popleft()
             scope = _check_block(self, block, outer)
@@ -473,9 +482,56 @@ class _Validator:
                     continue
                 for child in children:
                     if child.name not in seen:
-                        seen.add(child.name)
+                        seen[child.name] = depth + 1
                         queue.append((child, scope, depth + 1, (*stack, child.name)))
+        self._check_call_graph(blocks, seen)
         return self.errors
+
+    def _check_call_graph(self, blocks: dict[str, list[Block]], checked: dict[str, int]) -> None:
+        """What the walk above cannot see, having checked each block once at its shallowest depth: a cycle
+        between graphs reached along different paths (main -> a, main -> b, a -> b, b -> a), and a graph
+        also reached deeper than it was checked at. Kahn's algorithm orders the graph calls; what it cannot
+        order is a cycle; the longest path from main is each block's deepest nesting."""
+        calls: dict[str, list[tuple[int, Operator, str]]] = {}
+        for name in checked:
+            block = blocks[name][0]
+            calls[name] = [
+                (index, op, child)
+                for index, op in enumerate(block.operators)
+                for child in _graph_names(op)
+                if child in checked and len(blocks.get(child, ())) == 1
+            ]
+        callers = {name: 0 for name in checked}
+        for edges in calls.values():
+            for _, _, child in edges:
+                callers[child] += 1
+        ready = deque(name for name, n in callers.items() if n == 0)
+        deepest = dict.fromkeys(checked, 0)
+        order = 0
+        while ready:
+            name = ready.popleft()
+            order += 1
+            for _, _, child in calls[name]:
+                deepest[child] = max(deepest[child], deepest[name] + 1)
+                callers[child] -= 1
+                if callers[child] == 0:
+                    ready.append(child)
+        if order < len(checked):
+            cyclic = sorted(name for name, n in callers.items() if n > 0)
+            self.report(ValidationError(f"graphs {', '.join(map(repr, cyclic))} call each other (recursive graphs)"))
+            return
+        limit = self.level.max_nesting
+        for name, edges in calls.items():
+            if deepest[name] >= limit > checked[name]:  # the walk checked it shallower: not reported yet
+                for index, op, _ in edges[:1]:
+                    self.report(
+                        ValidationError(
+                            f"nesting depth {deepest[name]} reaches MAX_NESTING = {limit}",
+                            op_index=index,
+                            op=op.op.name,
+                            block=name,
+                        )
+                    )
 
     def operator(self, scope: Scope, index: int, op: Operator, depth: int, stack: tuple, blocks: dict) -> list[Block]:
         block = scope.block
