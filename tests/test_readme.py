@@ -7,6 +7,7 @@ bundled CNN (src/ironaccel/models/cnn_fp32.tosa), copied into the directory the 
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 import tomllib
@@ -85,3 +86,27 @@ def test_install_names_every_extra_before_the_command_line() -> None:
     for package in ("gcc", "libvulkan1", "mesa-vulkan-drivers"):
         assert f"`{package}`" in install, f"the Install section does not name the Debian package {package}"
     assert "docs/guide.md" in install
+
+
+# What the Install section promises of a wheel, checked without building one (scripts/wheel-check builds it).
+
+
+def test_the_makefile_installs_only_declared_extras() -> None:
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    line = re.search(r"^EXTRAS \?= (.*)$", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    assert line, "the Makefile sets no EXTRAS"
+    named = set(line.group(1).strip().split(","))
+    assert named <= extras, f"the Makefile's EXTRAS names {sorted(named - extras)}, which pyproject.toml lacks"
+    assert {"test", "vulkan"} <= named
+
+
+def test_package_data_covers_every_file_of_the_package_that_is_not_a_module() -> None:
+    """Every file under src/ironaccel but the modules is read at run time or shipped on purpose (models,
+    shaders, the TOSA tables, the CPU backend's C sources, py.typed): a wheel must carry each one."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["*"]
+    package = ROOT / "src" / "ironaccel"
+    files = [p for p in package.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert any(p.name == "pool.c" for p in files) and (package / "py.typed").is_file()
+    uncovered = [str(p.relative_to(package)) for p in files if not any(fnmatch.fnmatch(p.name, m) for m in patterns)]
+    assert not uncovered, f"pyproject.toml's package-data misses {uncovered}"
