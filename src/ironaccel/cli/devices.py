@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="only these families (repeatable): " + " ".join(k.value for k in BackendKind),
     )
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each probe (default 10)")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds to wait for each probe (default: IRONACCEL_PROBE_TIMEOUT, else 10)"
+    )
     parser.add_argument(
         "--driver-messages", action="store_true", help="let vendor drivers print their own messages to stderr"
     )

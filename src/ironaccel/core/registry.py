@@ -66,13 +66,17 @@ class BackendRegistry:
     def available(self) -> list[Backend]:
         return [b for b in self.iter() if _safe_available(b)[0]]
 
-    def describe_all(self, timeout: float = 10.0) -> list[BackendReport]:
+    def describe_all(self, timeout: float | None = None) -> list[BackendReport]:
         """Probe every family concurrently and report each one.
 
         A probe that raises is reported with its error as the reason; one that does not finish within
         ``timeout`` seconds is reported as timed out (its thread is a daemon and is left behind, since
-        a native call cannot be interrupted).
+        a native call cannot be interrupted). None: ``settings.probe_timeout_s`` (IRONACCEL_PROBE_TIMEOUT).
         """
+        if timeout is None:
+            from .settings import settings
+
+            timeout = settings.probe_timeout_s
         backends = list(self.iter())
         results: dict[BackendKind, BackendReport] = {}
 

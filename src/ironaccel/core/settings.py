@@ -52,6 +52,11 @@ class Settings:
     # runs on the kernel written for them (IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Off by default: on the
     # H200 that kernel took 18.8 ms for 8192^3 against matmul_coop's 4.6 ms (ADR 0020).
     vulkan_workgroup_matrices: bool = False
+    # The command line shows the traceback of a failed command instead of one line (IRONACCEL_DEBUG=1).
+    debug: bool = False
+    # How much IronAccel logs (IRONACCEL_LOG_LEVEL: debug, info, warning, error; default warning), as the
+    # command line's -v / -q set it for one command.
+    log_level: str = "warning"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -67,7 +72,8 @@ class Settings:
                 libraries[kind.value] = lib
             if not _flag(env, f"IRONACCEL_{key}", True):
                 disabled.add(kind.value)
-        timeout = float(env.get("IRONACCEL_PROBE_TIMEOUT", "10") or 10)
+        timeout = _seconds(env.get("IRONACCEL_PROBE_TIMEOUT"), 10.0)
+        timeout = 10.0 if math.isnan(timeout) else timeout  # a malformed value must not stop discovery
         native = (env.get("IRONACCEL_CPU_NATIVE") or "auto").strip().lower()
         if native != "require":
             native = "auto" if _flag(env, "IRONACCEL_CPU_NATIVE", True) else "off"
@@ -80,6 +86,8 @@ class Settings:
             virtio_socket=env.get("IRONACCEL_VIRTIO_SOCKET") or None,
             virtio_timeout_s=_seconds(env.get("IRONACCEL_VIRTIO_TIMEOUT"), 30.0),
             vulkan_workgroup_matrices=_flag(env, "IRONACCEL_VULKAN_WORKGROUP_MATRICES", False),
+            debug=_flag(env, "IRONACCEL_DEBUG", False),
+            log_level=(env.get("IRONACCEL_LOG_LEVEL") or "warning").strip().lower(),
         )
 
     def library(self, kind: str) -> str | None:

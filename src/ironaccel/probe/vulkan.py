@@ -158,7 +158,7 @@ def probe(settings: Settings) -> list[DeviceDescriptor]:
     try:
         import vulkan as vk
     except ImportError:
-        raise Unavailable("the `vulkan` Python package is not installed (pip install vulkan)") from None
+        raise Unavailable("the `vulkan` Python package is not installed (pip install 'ironaccel[vulkan]')") from None
     except OSError as exc:  # the package dlopens libvulkan.so.1 at import
         raise Unavailable(f"Vulkan loader not found (libvulkan.so.1): {exc}") from None
 

@@ -57,7 +57,7 @@ def probe(settings: Settings) -> list[DeviceDescriptor]:
     try:
         import wgpu
     except ImportError:
-        raise Unavailable("the `wgpu` Python package is not installed (pip install wgpu)") from None
+        raise Unavailable("the `wgpu` Python package is not installed (pip install 'ironaccel[webgpu]')") from None
     except (OSError, RuntimeError) as exc:  # the bundled wgpu-native failed to load
         raise Unavailable(f"wgpu-native failed to load: {exc}") from None
     enumerate_adapters = getattr(wgpu.gpu, "enumerate_adapters_sync", None)
