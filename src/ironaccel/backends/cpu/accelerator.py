@@ -149,6 +149,8 @@ class CpuAccelerator(Accelerator):
             from .nvfp4 import RESIDENT_BYTES, ProjectionRunner
 
             return _Loaded(ProjectionRunner(program), len(program.inputs), True, "NVFP4 projection"), RESIDENT_BYTES
+        from ...tosa.analysis import storage_size
+        from ...tosa.working_set import NUMPY_SHARING, estimate
         from . import native
         from .interpreter import load
 
@@ -157,9 +159,18 @@ class CpuAccelerator(Accelerator):
         blocks = list(program.blocks())
         records = sum(len(b.tensors) + len(b.operators) for b in blocks)
         resident = sum(t.data.nbytes for b in blocks for t in b.tensors if t.data is not None) + 256 * records
+        # Folded results stay with the program; a run may copy each output once more (out of a view, or into
+        # a fresh array where no bound buffer takes it).
+        static = [t for t in program.main.output_tensors if not t.unranked and all(d >= 0 for d in t.shape)]
+        resident += compiled.folded_bytes + sum(storage_size(t) for t in static)
         runner, why = native.load(compiled)
         if runner is not None:
-            resident += runner.resident_bytes
+            resident += runner.resident_bytes  # the constants it packed and one arena of intermediates
+        else:
+            # The interpreter's kernels are numpy's and return views (of SLICE, TRANSPOSE, ...): a run holds
+            # at most this peak of intermediates, besides the variables' store.
+            working = estimate(program, sharing=NUMPY_SHARING)
+            resident += working.peak_bytes + working.variable_bytes
         loaded = _Loaded(runner or compiled, len(program.main.inputs), not compiled.has_variables, why)
         return loaded, resident
 

@@ -48,6 +48,11 @@ _GRAPH_FIELDS = {Op.COND_IF: ("then_graph", "else_graph"), Op.WHILE_LOOP: ("cond
 _NAMES_VARIABLE = frozenset({Op.VARIABLE, Op.VARIABLE_WRITE})
 # Folding trades memory for time; a constant that big (a TILE of a small constant, say) stays lazy.
 FOLD_LIMIT_BYTES = 64 << 20
+# Folded results stay with the program, so what folding adds in all is bounded as well: by the program's
+# estimated peak working set (tosa.working_set, which the runtime checks against the caller's bounds
+# before load), and never beyond this. Past it, the remaining foldable operators run at run time.
+FOLD_TOTAL_LIMIT_BYTES = 256 << 20
+_FOLDED_FREE = frozenset({Op.CONST, Op.CONST_SHAPE, Op.IDENTITY})
 
 Check = Callable[[], None]
 
@@ -398,8 +403,17 @@ class CompiledProgram:
         if known is None or (known.data is None and tensor.data is not None):
             self._variable_decls[key] = tensor
 
+    # Folding's account for the whole program (instance attributes from the first fold on): the bytes
+    # folded results hold of their own, and what they may hold in all (see FOLD_TOTAL_LIMIT_BYTES).
+    folded_bytes = 0
+    _fold_budget: int | None = None
+
     def _fold(self, step: _Step, template: list[np.ndarray | None], constant: set[int]) -> bool:
-        """Evaluate ``step`` now if all its operands are constants; True when it became constants."""
+        """Evaluate ``step`` now if all its operands are constants; True when it became constants.
+
+        Never allocates past the program's folding budget: an operator whose results could take more
+        than what is left of it stays for the run. ``folded_bytes`` grows by what the results hold
+        of their own (a view of a constant holds nothing)."""
         ctx = step.ctx
         if ctx.operator.op in _NOT_FOLDABLE or step.read_vars or step.write_vars:
             return False
@@ -407,17 +421,37 @@ class CompiledProgram:
             return False
         if any(t.unranked or any(d < 0 for d in t.shape) for t in ctx.outputs):
             return False
-        if sum(t.size * t.dtype.numpy.itemsize for t in ctx.outputs) > FOLD_LIMIT_BYTES:
+        need = sum(t.size * t.dtype.numpy.itemsize for t in ctx.outputs)
+        if need > FOLD_LIMIT_BYTES:
             return False
+        operands = [template[s] for s in step.inputs]
+        op = ctx.operator.op
+        # CONST gives its tensor's data, IDENTITY its operand, and RESHAPE views a C-contiguous operand: they
+        # cost no bytes, within any budget.
+        free = op in _FOLDED_FREE or (op is Op.RESHAPE and operands[0] is not None and operands[0].flags.c_contiguous)
+        if not free:
+            if self._fold_budget is None:  # once per program, at its first fold that may cost bytes
+                from ...tosa.working_set import estimate
+
+                try:
+                    peak = estimate(self.program).peak_bytes
+                except ValidationError:
+                    peak = 0  # the load reports what is wrong; meanwhile nothing is folded that costs bytes
+                self._fold_budget = min(FOLD_TOTAL_LIMIT_BYTES, peak)
+            if self.folded_bytes + need > self._fold_budget:
+                return False
         try:
             with np.errstate(all="ignore"):
-                results = step.kernel(ctx, [template[s] for s in step.inputs])
+                results = step.kernel(ctx, operands)
         except Exception:  # noqa: BLE001 - leave it to the run, which reports the error with its context
             return False
         if len(results) != len(step.outputs) or not all(
             isinstance(r, np.ndarray) and _storage_matches(t, r) for t, r in zip(ctx.outputs, results, strict=True)
         ):
             return False
+        if op not in (Op.CONST, Op.CONST_SHAPE):  # their data is the program's already
+            owned = [r for r in results if not any(np.may_share_memory(r, x) for x in operands if x is not None)]
+            self.folded_bytes += sum(r.nbytes for r in owned)
         for s, value in zip(step.outputs, results, strict=True):
             if value.flags.writeable:  # a fresh result: freeze a view of it, constants are shared by runs
                 value = value.view()
