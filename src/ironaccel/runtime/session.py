@@ -34,6 +34,7 @@ from ..core.descriptor import DeviceDescriptor
 from ..core.errors import InvalidArgument, IronAccelError, Unsupported
 from ..tosa.errors import FormatError, LoweringError
 from ..tosa.target import Target
+from ..tosa.working_set import NO_BOUND
 from . import reclaim
 from .accelerator import Accelerator, InlineRun
 from .backends import AUTO, AUTO_ORDER, Resolved, open_resolved, resolve
@@ -586,7 +587,7 @@ class Device:
         payload, artifact_format = _artifact(source)
         # No bound of the caller's: what the program keeps resident (constants, a GPU backend's arena of
         # intermediates) is limited by the context's quota alone, which load_program enforces.
-        bound = resident_bytes if resident_bytes is not None else 1 << 62
+        bound = resident_bytes if resident_bytes is not None else NO_BOUND
         words = target.encode() if target is not None else ()
         source_name = None
         if isinstance(source, str | os.PathLike) and metadata is None:
