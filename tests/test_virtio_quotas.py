@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,13 +21,17 @@ from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.cli.serve import parse_size
 from ironaccel.conformance.semantic import endless_program
 from ironaccel.core.errors import DeadlineExpired, InvalidArgument, ResourceLimit
-from ironaccel.runtime import TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, EventState, MemoryDomain
+from ironaccel.runtime import TOSA_FORMAT, ArtifactRef, Binding, BufferDesc, Device, EventState, MemoryDomain
+from ironaccel.tosa import DType, ProgramBuilder
+from ironaccel.tosa.codec import read, write
 from ironaccel.tosa.target import Target
+from ironaccel.tosa.working_set import estimate
 from ironaccel.virtio import DeviceEngine, GuestQuota, ObjectCounts
 from ironaccel.virtio import wire as w
 from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.engine_account import HOST_MEMORY_FRACTION, HostAccount, available_memory, default_max_bytes
-from ironaccel.virtio.guest import VirtioAccelerator
+from ironaccel.virtio.guest import VirtioAccelerator, declared_bound
+from ironaccel.virtio.ids import ObjectKind
 from virtio_guest import FP_TARGET, ControlledCpu, Guest, add_program
 
 OP = w.Opcode
@@ -283,6 +288,50 @@ def test_a_guest_that_leaves_has_its_running_work_stopped_and_threads_come_back(
     finally:
         daemon.stop()
         serving.join(30)
+
+
+# ---- what a guest declares --------------------------------------------------------------------------------------
+
+
+def _tile_program(n: int) -> bytes:
+    """fp32[1] tiled to fp32[n], then summed: an n * 4-byte intermediate from a 1-element input."""
+    b = ProgramBuilder()
+    x = b.input("x", (1,), DType.FP32)
+    b.output(b.reduce_sum(b.tile(x, [n], name="tiled"), 0))
+    return write(b.build())
+
+
+def test_a_guest_without_a_bound_declares_what_its_program_needs(tmp_path):
+    """No resident bound from the caller (the user API's default): the guest declares twice the working set
+    plus the artifact and 1 MiB, not 64 MiB for every program. Small programs take little of the guest's
+    budget and the daemon's cap; one whose intermediates pass 64 MiB is declared large enough to load."""
+    acc = CpuAccelerator()
+    engine = DeviceEngine(acc)
+    daemon = for_engine(str(tmp_path / "b.sock"), engine)
+    daemon.listen()
+    serving = threading.Thread(target=daemon.serve)
+    serving.start()
+    try:
+        dev = Device(VirtioAccelerator(daemon.path), "virtio")
+        model = (ROOT / "src" / "ironaccel" / "models" / "cnn_fp32.tosa").read_bytes()
+        exe = dev.compile(model)
+        program_bytes = sum(session._bytes[ObjectKind.PROGRAM] for session in engine.sessions)
+        need = estimate(read(model))
+        assert program_bytes == 2 * need.total_bytes + len(model) + (1 << 20) < 2 << 20
+        x = np.random.default_rng(0).standard_normal(exe.inputs[0].shape).astype(np.float32)
+        with Device(CpuAccelerator(), "cpu") as local:
+            np.testing.assert_array_equal(exe(x)[0], local.compile(model)(x)[0])
+
+        big = _tile_program(1 << 25)  # a 128 MiB intermediate
+        kept = dev.compile(big)  # held: a collected executable gives its program back
+        charged = sum(session._bytes[ObjectKind.PROGRAM] for session in engine.sessions) - program_bytes
+        assert charged == declared_bound(read(big), len(big)) > 256 << 20
+        del kept
+        dev.close()
+    finally:
+        daemon.stop()
+        serving.join(30)
+    assert engine.account.held == 0
 
 
 # ---- serve's options -------------------------------------------------------------------------------------------

@@ -113,16 +113,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " pending (0: never wait; default 500)",
     )
     parser.add_argument(
-        "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="default: info"
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="default: info (a daemon logs its guests), or what ironaccel's -v / -q ask for",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    chosen_level = args.log_level
+    if chosen_level is None and not getattr(args, "verbose", 0) and not getattr(args, "quiet", False):
+        chosen_level = "info"
+    if chosen_level is not None:
+        level = getattr(logging, chosen_level.upper())
+        # Where the command line has given the ironaccel loggers a handler of their own, only their level
+        # is set here; otherwise the records go to stderr through the root logger.
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        logging.getLogger("ironaccel").setLevel(level)
     log = logging.getLogger("ironaccel.serve")
     from ..core.errors import IronAccelError
     from ..runtime.backends import factory
