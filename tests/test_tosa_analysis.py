@@ -224,3 +224,20 @@ def test_dead_operators_reach_no_output(blk):
         assert not set(blk.operators[i].outputs) & needed
     for i in live:
         assert set(blk.operators[i].outputs) & needed
+
+
+def test_graphs_shared_by_both_branches_at_every_level_are_analysed_once_each():
+    # then and else name the same graph at each of 60 levels: 2^60 paths through 60 graphs, which a walk
+    # per path would never finish.
+    from ironaccel.tosa.analysis import _graph_accesses
+    from test_cpu_deep_nesting import _step
+
+    n = 60
+    names = [f"g{i}" for i in range(n)]
+    nxt = [names[i + 1] if i + 1 < n else None for i in range(n)]
+    blocks = [_step("main", names[0], names[0]), *(_step(names[i], nxt[i], nxt[i]) for i in range(n))]
+    program = Program((Region("main", tuple(blocks)),))
+    memo: dict = {}
+    _graph_accesses(program, names[0], memo)
+    assert set(memo) == set(names)  # each graph summarised once
+    assert analyze(program.main, program).order

@@ -108,25 +108,65 @@ class Analysis:
         return self.positions[op_index]
 
 
-def _external_accesses(program: Program | None, op: Operator, seen: frozenset[str] = frozenset()) -> tuple:
-    """(read, written) names the graphs of a COND_IF / WHILE_LOOP use from enclosing blocks."""
+_GRAPH_FIELDS = ("then_graph", "else_graph", "cond_graph", "body_graph")
+
+
+def _graphs_of(op: Operator) -> list[str]:
+    return [name for field in _GRAPH_FIELDS if (name := getattr(op.attribute, field, None))]
+
+
+def _external_accesses(program: Program | None, op: Operator, memo: dict | None = None) -> tuple:
+    """(read, written) names the graphs of a COND_IF / WHILE_LOOP use from enclosing blocks.
+
+    Each graph's free names are found once (``memo``, by graph name) and bottom-up with an explicit
+    stack: graphs shared by many operators, or nested deeply, cost one visit each. A graph that (in an
+    invalid program) reaches itself contributes nothing on the second visit."""
     if program is None or op.op not in _GRAPH_OPS:
         return set(), set()
-    reads, writes = set(), set()
-    for field in ("then_graph", "else_graph", "cond_graph", "body_graph"):
-        name = getattr(op.attribute, field, None)
-        if not name or name in seen:
+    memo = {} if memo is None else memo
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for name in _graphs_of(op):
+        r, w = _graph_accesses(program, name, memo)
+        reads |= r
+        writes |= w
+    return reads, writes
+
+
+def _graph_accesses(program: Program, root: str, memo: dict) -> tuple[set[str], set[str]]:
+    empty: tuple[set[str], set[str]] = (set(), set())
+    stack = [(root, False)]
+    visiting: set[str] = set()
+    while stack:
+        name, children_done = stack.pop()
+        if name in memo:
             continue
         try:
             graph = program.block(name)
         except KeyError:
+            memo[name] = empty
+            continue
+        inner_graphs = [g for inner in graph.operators if inner.op in _GRAPH_OPS for g in _graphs_of(inner)]
+        if not children_done:
+            if name in visiting:  # a cycle: this visit sees nothing more
+                continue
+            visiting.add(name)
+            stack.append((name, True))
+            stack.extend((g, False) for g in inner_graphs if g not in memo)
             continue
         local = set(graph.inputs) | {o for n in graph.operators for o in n.outputs if not _is_var(graph, o)}
+        reads: set[str] = set()
+        writes: set[str] = set()
         for inner in graph.operators:
-            r, w = _external_accesses(program, inner, seen | {name})
+            r, w = empty
+            if inner.op in _GRAPH_OPS:
+                nested = [memo.get(g, empty) for g in _graphs_of(inner)]
+                r = set().union(*(x[0] for x in nested))
+                w = set().union(*(x[1] for x in nested))
             reads |= {n for n in (*inner.inputs, *r) if n not in local}
             writes |= {n for n in (*inner.outputs, *w) if n not in local}
-    return reads, writes
+        memo[name] = (reads, writes)
+    return memo.get(root, empty)
 
 
 def _is_var(block: Block, name: str) -> bool:
@@ -151,7 +191,8 @@ def analyze(block: Block, program: Program | None = None, *, foldable: Callable[
                 rule = f"tensor already produced by operator #{producers[name]}"
                 raise ValidationError(rule, op_index=i, op=op.op.name, tensor=name, block=block.name)
             producers[name] = i
-    nested = [_external_accesses(program, op) for op in ops]
+    memo: dict = {}
+    nested = [_external_accesses(program, op, memo) for op in ops]
     reads = [(*op.inputs, *sorted(nested[i][0])) for i, op in enumerate(ops)]
     writes = [(*(n for n in op.outputs if _is_var(block, n)), *sorted(nested[i][1])) for i, op in enumerate(ops)]
     variables = frozenset(t.name for t in block.tensors if t.variable)
