@@ -25,7 +25,7 @@ Design choices:
    API's default) is sent as an honest one (:func:`declared_bound`): twice the program's working set
    (:func:`ironaccel.tosa.working_set.estimate`: constants, variables, peak of intermediates), plus the
    artifact and 1 MiB. Twice, because a backend keeps more than the backend-neutral count (the CPU
-   backend reported 1.6 to 2.4 times it for the bundled models) and the guest cannot see which.
+   backend reported 1.5 to 2.2 times it for the bundled models) and the guest cannot see which.
 4. Cancellation goes to the device when the work was handed over; work still parked on a host gate
    here is cancelled here. Exactly one cancel can win either way.
 5. Every command has a deadline (``timeout_s``, default IRONACCEL_VIRTIO_TIMEOUT, 30 s): a daemon that
