@@ -109,6 +109,12 @@ fuzz-virtio: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-1000000} $(PY) -m pytest -q -s -m slow tests/test_virtio_wire_fuzz.py \
 		tests/test_virtio_engine_fuzz.py tests/test_virtio_ring_fuzz.py tests/test_virtio_session_fuzz.py
 
+# make fuzz-programs - valid hostile programs (nested control flow, endless loops, gigabyte TILEs) through a
+# daemon with tight quotas: IRONACCEL_FUZZ_EXAMPLES guests (default 50000, about 10^5 programs; hours)
+.PHONY: fuzz-programs
+fuzz-programs: venv
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-50000} $(PY) -m pytest -q -s tests/test_virtio_program_fuzz.py
+
 # make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
 .PHONY: models
 models:
