@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import logging
 import math
 import os
 import signal
@@ -298,14 +299,26 @@ def test_a_refusal_is_bounded_and_printable_both_ways(tmp_path):
 # ---- serve: the socket path in every error ---------------------------------------------------------------------
 
 
+@pytest.fixture
+def cli_logging():
+    """The command line configures the ironaccel loggers; give later tests back what they had."""
+    logger = logging.getLogger("ironaccel")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
 def _serve_error(capsys, *argv: str) -> str:
+    """Run ``serve`` here; its exit status must be 2 and its error one line (log records of this test's
+    own daemon may share stderr)."""
     assert cli_main(["serve", "--device", "cpu", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err, err
-    return err
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("ironaccel serve:")]
+    assert len(lines) == 1, err
+    return lines[0]
 
 
-def test_serve_names_the_socket_path_it_cannot_serve(tmp_path, capsys):
+def test_serve_names_the_socket_path_it_cannot_serve(tmp_path, capsys, cli_logging):
     missing = tmp_path / "no-such-dir" / "accel.sock"
     err = _serve_error(capsys, "--socket", str(missing))
     assert str(missing) in err and "does not exist" in err
