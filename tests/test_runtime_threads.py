@@ -182,8 +182,8 @@ class _SlowParseCpu(cpu.CpuAccelerator):
             self.parse_gate.wait(JOIN_S)
         return super()._capabilities()
 
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
-        native, resident = super()._load(context, program)
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
+        native, resident = super()._load(context, program, limit)
         self.resident.append(resident)
         return native, resident
 

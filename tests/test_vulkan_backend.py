@@ -583,3 +583,23 @@ def test_close_with_live_objects_fails_pending_work_and_keeps_releases_working()
     acc.destroy_event(ev)
     f.close()  # releases after close only drop the bookkeeping
     assert not any(acc.live_resources().values())
+
+
+@needs_lavapipe
+def test_a_plan_over_the_allowed_resident_bytes_is_refused_before_device_memory_is_allocated(opened):
+    acc = opened()
+    b = ProgramBuilder()
+    b.output(b.abs(b.input("x", (1 << 22,), "fp32")))  # 16 MiB in, 16 MiB out: the arena holds both
+    program = write(b.build())
+    ctx = acc.create_context()
+    memory = acc._native.memory
+    allocations = []
+    allocate = memory.allocate
+    memory.allocate = lambda size, domain: allocations.append(size) or allocate(size, domain)
+    with pytest.raises(ResourceLimit, match=r"the program's plan keeps \d+ bytes .*; 20971520 allowed"):
+        acc.load_program(ctx, ArtifactRef(program, 20 << 20))
+    assert allocations == []  # refused on the plan: no device memory was asked for
+    assert acc.live_resources()["program"] == 0
+    loaded = acc.load_program(ctx, ArtifactRef(program, 64 << 20))
+    acc.unload_program(loaded)
+    acc.destroy_context(ctx)

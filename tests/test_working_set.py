@@ -324,8 +324,8 @@ def test_constant_folding_is_held_to_the_estimated_peak():
 class _Recording(CpuAccelerator):
     """Records what ``_load`` reports as resident."""
 
-    def _load(self, context, program):
-        native, resident = super()._load(context, program)
+    def _load(self, context, program, limit):
+        native, resident = super()._load(context, program, limit)
         self.resident = resident
         return native, resident
 

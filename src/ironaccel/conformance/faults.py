@@ -85,8 +85,8 @@ class FaultyAccelerator(Accelerator):
     def _free(self, native: Any) -> None:
         self._inject("free", lambda: self.inner._free(native))
 
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
-        return self._inject("load", lambda: self.inner._load(context, program))
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
+        return self._inject("load", lambda: self.inner._load(context, program, limit))
 
     def _unload(self, native: Any) -> None:
         self._inject("unload", lambda: self.inner._unload(native))

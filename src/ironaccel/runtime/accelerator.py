@@ -121,9 +121,12 @@ class Accelerator:
     def _free(self, native: Any) -> None:
         pass
 
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
         """Make ``program`` (a validated, admitted tosa.ir.Program, or a checked description of another
-        format in ``artifact_formats``) resident; returns (native, resident bytes)."""
+        format in ``artifact_formats``) resident; returns (native, resident bytes). ``limit``: the most it
+        may keep (the artifact's bound and what the context's quota has left). A backend that knows its
+        figure before it allocates (a planned arena) raises ResourceLimit then, with nothing allocated;
+        the runtime checks the figure returned in any case."""
         raise NotImplementedError("load_program")
 
     # Artifact formats the backend loads besides TOSA programs, which every backend loads. The only other
@@ -444,7 +447,8 @@ class Accelerator:
                     f" bound is {artifact.resident_bytes} bytes and the context quota has {quota.program_bytes - used}"
                     " left"
                 )
-            native, resident = self._guard(self._load, crec.native, program)
+            allowed = min(artifact.resident_bytes, quota.program_bytes - used)
+            native, resident = self._guard(self._load, crec.native, program, allowed)
             if resident > artifact.resident_bytes or used + resident > quota.program_bytes:
                 self._unload(native)
                 raise ResourceLimit(

@@ -353,7 +353,7 @@ class VirtioAccelerator(Accelerator):
         finally:
             self._artifact.value = None
 
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
         artifact: ArtifactRef = self._artifact.value
         if artifact.resident_bytes <= 0:
             raise ResourceLimit("a resident bound of 0 bytes leaves no room for any program")

@@ -142,7 +142,9 @@ class CpuAccelerator(Accelerator):
     def _read(self, native: np.ndarray, offset: int, out: memoryview) -> None:
         np.frombuffer(out, dtype=np.uint8)[:] = native[offset : offset + out.nbytes]
 
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
+        # The runtime refused the program before this if its working set exceeds ``limit`` (ADR 0024);
+        # what is built here stays within that estimate.
         from ...nvfp4.projection import ProjectionArtifact
 
         if isinstance(program, ProjectionArtifact):

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.errors import DeviceLost
+from ...core.errors import DeviceLost, ResourceLimit
 from ...nvfp4.projection import ProjectionArtifact
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
@@ -36,7 +36,7 @@ from .instance import Instance
 from .kernels import Kernels
 from .launcher import Launcher
 from .memory import Allocation, Memory
-from .program import LoadedProgram
+from .program import LoadedProgram, plan_resident_bytes
 from .submit import Ring
 
 _VENDORS = {
@@ -194,7 +194,7 @@ class VulkanAccelerator(Accelerator):
             return True
 
     # ---- programs -----------------------------------------------------------------------------
-    def _load(self, context: Any, program: Any) -> tuple[Any, int]:
+    def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
         native = self._native
         limits = native.device.limits
         device_limits: dict[str, Any] = {
@@ -209,6 +209,14 @@ class VulkanAccelerator(Accelerator):
             plan = nvfp4.build(program, max_binding_bytes=limits.max_storage_buffer_range, **device_limits)
         else:
             plan = planning.build(program, **device_limits)
+        # The plan says what the program keeps (its arena holds inputs, outputs and scratch besides the
+        # intermediates): refused before any device memory is allocated for it.
+        planned = plan_resident_bytes(plan)
+        if planned > limit:
+            raise ResourceLimit(
+                f"the program's plan keeps {planned} bytes on {native.device.physical.name} (arena {plan.arena_bytes},"
+                f" constants {plan.const_bytes}); {limit} allowed"
+            )
         loaded = LoadedProgram(native.memory, native.kernels, plan)
         with native.lock:
             native.programs.add(loaded)

@@ -56,6 +56,7 @@ class LoadedProgram:
             + _STEP_OVERHEAD * len(plan.steps)
         )
 
+
     def buffer(self, place: Place) -> Any:
         """The VkBuffer a place is in."""
         owner = self.arena if place.buffer == "arena" else self.const
@@ -101,3 +102,9 @@ class LoadedProgram:
             if a is not None:
                 self.memory.free(a)
         self.arena = self.const = None
+
+
+def plan_resident_bytes(plan: Plan) -> int:
+    """What a program of ``plan`` keeps resident, known before anything is allocated (the allocations
+    may round up: the loaded figure can be a little larger)."""
+    return plan.arena_bytes + plan.const_bytes + _STEP_OVERHEAD * len(plan.steps)
