@@ -230,8 +230,9 @@ def test_valid_hostile_programs_keep_the_host_within_its_bounds(tmp_path):
     try:
         sessions()
         _guest_session(host, [_deep(120)], leave_early=False)  # nested as deep as programs sensibly go
-        print(f"\n{EXAMPLES} examples: {dict(sorted(OUTCOMES.items()))}")
         peak = _status("VmHWM")
+        print(f"\n{EXAMPLES} examples: {dict(sorted(OUTCOMES.items()))}")
+        print(f"RSS at start {baseline >> 20} MiB, peak {peak >> 20} MiB; cap {CAP >> 20} MiB + {OVERHEAD >> 20} MiB")
         assert peak <= baseline + CAP + OVERHEAD, f"peak RSS {peak >> 20} MiB, from {baseline >> 20} MiB"
     finally:
         host.stop()
