@@ -6,6 +6,12 @@ cached), runs the selected tests through the official runner with :mod:`ironacce
 ``report.md`` and ``junit.xml``. Exit status 0 when every selected test passes, 1 otherwise, 2 when the
 suite cannot be run (tosa-tools missing).
 
+``--per-operator N`` generates only what it may run, operator by operator (``--jobs`` at once) with a
+line for each: of every generator batch the first N tests of each kind (``cts.generate(per_kind=N)``),
+for the operators the device advertises, then N per operator are picked from those. A whole suite
+already in the cache is used instead. Progress is a live display on a terminal and plain lines (at most one every
+:data:`PLAIN_PROGRESS_PERIOD` seconds) in a log or a pipe.
+
 For a device on a machine without tosa-tools (:mod:`ironaccel.conformance.bundle`):
 
     ironaccel conformance --device vulkan:lavapipe --smallest 3 --pack BUNDLE  # here: select, copy
@@ -16,7 +22,10 @@ For a device on a machine without tosa-tools (:mod:`ironaccel.conformance.bundle
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,18 +156,22 @@ def _select(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> tu
     selected: list[runner.CaseInfo] = []
     not_applicable: list[runner.Outcome] = []
     for profile in profiles:
-        with console.status(f"{profile}: generating the suite with tosa-tools (cached after the first time)"):
-            suite = cts.generate(
-                profile,
-                args.operators or (),
-                _generated_extensions(profile, extensions),
-                cache=args.cache,
-                venv=venv,
-                jobs=jobs,
-                reuse_whole=True,
-            )
+        generated = _generated_extensions(profile, extensions)
+        # A full selection already cached (the whole suite, or these operators') serves a quick subset too.
+        whole = cts.cached_whole(profile, generated, cache=args.cache, venv=venv)
+        if whole is None and args.operators:
+            whole = cts.cached(profile, args.operators, generated, cache=args.cache, venv=venv)
+        if args.per_operator and not args.smallest and whole is None:
+            tests, where = _generate_per_operator(args, console, profile, generated, descriptor, venv, jobs)
+        else:
+            what = f"{profile}: generating the suite with tosa-tools (cached after the first time)"
+            with _status(console, what):
+                suite = whole or cts.generate(
+                    profile, args.operators or (), generated, cache=args.cache, venv=venv, jobs=jobs, reuse_whole=True
+                )
+            tests, where = suite.tests(), suite.root
         chosen = runner.select(
-            suite.tests(),
+            tests,
             operators=args.operators or (),
             extensions=extensions,
             test_type=args.test_type,
@@ -170,12 +183,78 @@ def _select(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> tu
         if args.per_operator:
             chosen = runner.pick(chosen, args.per_operator)
         console.print(
-            f"{profile}: {len(chosen)} of {len(suite.tests())} tests selected, {len(skipped)} not applicable "
-            f"to {args.device} ({suite.root})"
+            f"{profile}: {len(chosen)} of {len(tests)} tests selected, {len(skipped)} not applicable "
+            f"to {args.device} ({where})",
+            soft_wrap=True,
         )
         selected += chosen
         not_applicable += skipped
     return selected, not_applicable, profiles
+
+
+def _generate_per_operator(
+    args: argparse.Namespace,
+    console: Any,
+    profile: str,
+    extensions: list[str] | None,
+    descriptor: Any,
+    venv: Path,
+    jobs: int,
+) -> tuple[list[Path], str]:
+    """The tests of a ``--per-operator`` run, generated operator by operator (``per_kind`` of them per
+    generator batch and kind, ``jobs`` operators at once), with a line per operator as it is done;
+    operators the device does not advertise are named once and not generated. Returns the tests (in
+    operator order) and where they are."""
+    from ..conformance import cts
+    from ..tosa.operators import Op
+
+    available = cts.operators(profile, extensions, venv=venv)
+    wanted = [o.lower() for o in args.operators] if args.operators else available
+    unknown = [o for o in wanted if o not in available]
+    if unknown:
+        console.print(
+            f"{profile}: no tests of {', '.join(unknown)} in this profile and these extensions", soft_wrap=True
+        )
+    ops, unsupported = [], []
+    for name in (o for o in wanted if o in available):
+        try:
+            op = Op.parse(name)
+        except ValueError:  # a name of the generator's own; generate it and let the runner judge
+            op = None
+        (unsupported if op is not None and op not in descriptor.operators else ops).append(name)
+    if unsupported:
+        console.print(
+            f"{profile}: not generated, {args.device} does not advertise: {', '.join(unsupported)}", soft_wrap=True
+        )
+    # One operator per job, each generated with one job: an operator's few batches keep a core busy less
+    # than the generator's startup and listing, which run in parallel this way.
+    found: dict[str, list[Path]] = {}
+
+    def one(name: str) -> tuple[str, list[Path], float]:
+        started = time.monotonic()
+        suite = cts.generate(
+            profile,
+            (name,),
+            extensions,
+            cache=args.cache,
+            venv=venv,
+            jobs=1,
+            per_kind=args.per_operator,
+            test_type=args.test_type,
+        )
+        return name, suite.tests(), time.monotonic() - started
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        for i, future in enumerate(concurrent.futures.as_completed([pool.submit(one, n) for n in ops]), 1):
+            name, tests, seconds = future.result()
+            found[name] = tests
+            how = f"generated in {seconds:.1f} s" if seconds > 1 else "cached"
+            console.print(f"{profile}: {name} ({i}/{len(ops)}): {len(tests)} tests {how}", soft_wrap=True)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failed operator ends the run without starting more
+    tests = [t for name in ops for t in found[name]]
+    return tests, f"first {args.per_operator} of each kind per operator, under {cts.cache_root(args.cache)}"
 
 
 def _pack(args: argparse.Namespace, console: Any, selected: list) -> int:
@@ -247,12 +326,69 @@ def _judge(args: argparse.Namespace, console: Any, venv: Path, jobs: int) -> int
     return _report(args, console, label, outcomes + not_applicable, details, venv, jobs, started)
 
 
+PLAIN_PROGRESS_PERIOD = 10.0  # seconds between plain progress lines
+
+
 def _progress(console: Any) -> Any:
-    """A progress bar: what is running, the bar, done / total, time left."""
+    """A progress bar on a terminal (what is running, the bar, done / total, time left), plain lines
+    elsewhere (:class:`PlainProgress`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    if not console.is_terminal:
+        return PlainProgress(console)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     return Progress(*columns, console=console)
+
+
+@contextlib.contextmanager
+def _status(console: Any, text: str) -> Iterator[None]:
+    """A spinner with ``text`` on a terminal; elsewhere ``text`` once, as a line."""
+    if console.is_terminal:
+        with console.status(text):
+            yield
+    else:
+        console.print(text, soft_wrap=True)
+        yield
+
+
+class PlainProgress:
+    """The part of rich's Progress this command uses, as lines for a log or a pipe: ``DESCRIPTION: done /
+    total`` when a task starts, at most every ``period`` seconds while it advances, and when it ends."""
+
+    def __init__(self, console: Any, period: float = PLAIN_PROGRESS_PERIOD) -> None:
+        self.console, self.period = console, period
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task in self.tasks.values():
+            if task["shown"] != (task["completed"], task["description"]):
+                self._line(task)
+
+    def add_task(self, description: str, total: int) -> int:
+        ident = len(self.tasks)
+        self.tasks[ident] = {"description": description, "total": total, "completed": 0, "shown": None, "at": 0.0}
+        self._line(self.tasks[ident])
+        return ident
+
+    def advance(self, task: int, advance: int = 1) -> None:
+        self.update(task, advance=advance)
+
+    def update(
+        self, task: int, *, advance: int = 0, completed: int | None = None, description: str | None = None
+    ) -> None:
+        state = self.tasks[task]
+        state["completed"] = completed if completed is not None else state["completed"] + advance
+        if description is not None:
+            state["description"] = description
+        if time.monotonic() - state["at"] >= self.period:
+            self._line(state)
+
+    def _line(self, state: dict[str, Any]) -> None:
+        state["shown"], state["at"] = (state["completed"], state["description"]), time.monotonic()
+        self.console.print(f"{state['description']}: {state['completed']}/{state['total']}", soft_wrap=True)
 
 
 def _run_tests(console: Any, selected: list, *, device: str, venv: Path, jobs: int, replay: Path | None = None) -> list:

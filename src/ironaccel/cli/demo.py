@@ -3,15 +3,19 @@
 Lists the devices, loads the bundled TOSA program made from a PyTorch model, runs it on the best
 device and on the CPU reference, and shows outputs, agreement and timing. The model, its ``.json``
 description and its ``.torch.npz`` reference are read bounded (a ``--model`` path is the user's).
+Compiling and timing show a spinner on a terminal, plain lines in a log or a pipe.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 
@@ -60,6 +64,20 @@ def _time(exe, inputs, repeat: int) -> tuple[list, float]:
     return outputs, statistics.median(samples)
 
 
+@contextlib.contextmanager
+def _step(console: Any, text: str) -> Iterator[None]:
+    """A long step: a spinner on a terminal; elsewhere (a log, a pipe) ``text`` as a plain line before it
+    starts and how long it took after."""
+    if console.is_terminal:
+        with console.status(text):
+            yield
+        return
+    started = time.perf_counter()
+    console.print(f"{text}...", soft_wrap=True, markup=False, highlight=False)
+    yield
+    console.print(f"  done in {time.perf_counter() - started:.1f} s", soft_wrap=True, highlight=False)
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     from rich.console import Console
@@ -106,11 +124,15 @@ def run(args: argparse.Namespace) -> int:
 
     results = {}
     with open_device(args.device) as dev:
-        exe = dev.compile(path)
-        results["best"] = (dev.info.name, dev.why, *_time(exe, inputs, args.repeat))
+        with _step(console, f"compiling {path.name} for {dev.info.name}, then {args.repeat} timed runs"):
+            exe = dev.compile(path)
+            results["best"] = (dev.info.name, dev.why, *_time(exe, inputs, args.repeat))
     with open_device("cpu") as ref:
-        exe = ref.compile(path)
-        results["cpu"] = (ref.info.name, "reference", *_time(exe, inputs, args.repeat))
+        with _step(
+            console, f"compiling {path.name} for {ref.info.name} (the reference), then {args.repeat} timed runs"
+        ):
+            exe = ref.compile(path)
+            results["cpu"] = (ref.info.name, "reference", *_time(exe, inputs, args.repeat))
 
     table = Table(title="Runs", title_justify="left")
     for col in ("run", "device", "median time", "first output (first values)"):
