@@ -96,49 +96,13 @@ def _check(path: Path, target: Target) -> tuple[str, str, Program | None]:
 
 # -- admission --------------------------------------------------------------------------------------------
 # tosa.capability.admit stops at the first failure; a user fixing a model for a device wants them all.
-# The per-operator check is the admitter's own; the whole-program checks (types the backend holds in its
-# buffers, size limits) are restated here so each is reported rather than the first.
 
 
 def admission_problems(program: Program, descriptor: CapabilityDescriptor) -> list[str]:
-    """Every reason ``descriptor``'s backend would refuse ``program`` (a valid one), in program order:
-    one per refused operator (its first fault), then each graph input / output / variable of a type the
-    backend lacks, then each limit exceeded. Empty: admitted."""
-    from ..tosa.capability import _Admitter, _tensor_bytes
-    from ..tosa.errors import LoweringError
+    """Every reason ``descriptor``'s backend would refuse ``program`` (see tosa.capability.problems)."""
+    from ..tosa.capability import problems
 
-    admitter = _Admitter(program, descriptor)
-    problems: list[str] = []
-    blocks = list(program.blocks())
-    for block in blocks:
-        for index, op in enumerate(block.operators):
-            try:
-                admitter.operator(block, index, op)
-            except LoweringError as exc:
-                problems.append(str(exc))
-    main = program.main
-    tensors = [t for b in blocks for t in b.tensors]
-    seen: set[str] = set()
-    for t in [*main.input_tensors, *main.output_tensors, *(t for t in tensors if t.variable)]:
-        if t.name in seen or t.dtype in descriptor.dtypes:
-            continue
-        seen.add(t.name)
-        kind = "variable" if t.variable else "graph input" if t.name in main.inputs else "graph output"
-        problems.append(f"dtype {t.dtype} of {kind} {t.name!r} not supported by this backend")
-    counted = (
-        ("operators", sum(len(b.operators) for b in blocks), descriptor.max_operators),
-        ("tensors", len(tensors), descriptor.max_tensors),
-        (
-            "constant bytes",
-            sum(_tensor_bytes(t) for t in tensors if t.data is not None and not t.variable),
-            descriptor.max_constant_bytes,
-        ),
-        ("bindings (entry inputs + outputs)", len(main.inputs) + len(main.outputs), descriptor.max_bindings),
-    )
-    for what, value, limit in counted:
-        if limit is not None and value > limit:
-            problems.append(f"program has {value} {what}; this backend takes at most {limit}")
-    return problems
+    return problems(program, descriptor)
 
 
 def lacking(program: Program, descriptor: CapabilityDescriptor) -> dict[str, list[str]]:

@@ -230,8 +230,12 @@ def _bindings(spec: OperatorSpec, op: Operator, types: Sequence[TensorType], out
 
 
 class _Admitter:
-    def __init__(self, program: Program, descriptor: CapabilityDescriptor) -> None:
+    """Admission of one program. ``problems`` None: the first refusal raises; a list: every refusal is
+    appended to it instead (one per operator, its first fault) and the check goes on."""
+
+    def __init__(self, program: Program, descriptor: CapabilityDescriptor, problems: list[str] | None = None) -> None:
         self.program, self.d = program, descriptor
+        self.problems = problems
         self.tensors: dict[str, Tensor] = {}
         for block in program.blocks():
             for t in block.tensors:
@@ -301,20 +305,30 @@ class _Admitter:
             msg = f"{t.name!r} takes {_tensor_bytes(t)} bytes > {d.max_tensor_bytes}, the backend's max"
             raise self.fail(block, index, op, msg)
 
+    def refuse(self, error: LoweringError) -> None:
+        if self.problems is None:
+            raise error
+        self.problems.append(str(error))
+
     def run(self) -> Admission:
         d, blocks = self.d, list(self.program.blocks())
         used: Counter[Op] = Counter()
         for block in blocks:
             for index, op in enumerate(block.operators):
-                self.operator(block, index, op)
+                try:
+                    self.operator(block, index, op)
+                except LoweringError as exc:
+                    self.refuse(exc)
                 used[op.op] += 1
         tensors = [t for b in blocks for t in b.tensors]
         main = self.program.main
         held = [*main.input_tensors, *main.output_tensors, *(t for t in tensors if t.variable)]
+        seen: set[str] = set()
         for t in held:  # what the backend keeps in its own buffers, whatever operators touch it
-            if t.dtype not in d.dtypes:
+            if t.dtype not in d.dtypes and t.name not in seen:
+                seen.add(t.name)
                 kind = "variable" if t.variable else "graph input" if t.name in main.inputs else "graph output"
-                raise LoweringError(f"dtype {t.dtype} of {kind} {t.name!r} not supported by this backend")
+                self.refuse(LoweringError(f"dtype {t.dtype} of {kind} {t.name!r} not supported by this backend"))
         const_bytes = sum(_tensor_bytes(t) for t in tensors if t.data is not None and not t.variable)
         bindings = len(main.inputs) + len(main.outputs)
         for what, value, limit in (
@@ -324,7 +338,7 @@ class _Admitter:
             ("bindings (entry inputs + outputs)", bindings, d.max_bindings),
         ):
             if limit is not None and value > limit:
-                raise LoweringError(f"program has {value} {what}; this backend takes at most {limit}")
+                self.refuse(LoweringError(f"program has {value} {what}; this backend takes at most {limit}"))
         return Admission(
             operators=sum(used.values()),
             tensors=len(tensors),
@@ -361,6 +375,15 @@ def admit(program: Program, descriptor: CapabilityDescriptor) -> Admission:
     return _Admitter(program, descriptor).run()
 
 
+def problems(program: Program, descriptor: CapabilityDescriptor) -> list[str]:
+    """Every reason ``descriptor``'s backend would refuse ``program`` (a valid one), in program order: one
+    per refused operator (its first fault), then each graph input / output / variable of a type the
+    backend lacks, then each limit exceeded. Empty: :func:`admit` admits it."""
+    found: list[str] = []
+    _Admitter(program, descriptor, found).run()
+    return found
+
+
 def supported(ops: Iterable[Op | str], **support: Any) -> dict[Op, OperatorSupport]:
     """``{op: OperatorSupport(**support)}`` for several operators (descriptor building shorthand)."""
     return {Op.parse(op): OperatorSupport(**support) for op in ops}
@@ -379,6 +402,7 @@ __all__ = [
     "descriptor_for_all_of_tosa_1_0",
     "max_rank",
     "per_tensor_rescale",
+    "problems",
     "supported",
     "zero_zero_points",
 ]
