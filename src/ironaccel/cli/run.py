@@ -216,24 +216,6 @@ def bind_inputs(values: list[str], specs: tuple) -> list[tuple[Any, str, str | N
     return [(spec, file, None) for spec, file in zip(specs, positional, strict=True)]
 
 
-def as_input(array: Any, dtype: Any, where: str) -> Any:
-    """``array`` in the storage dtype of TOSA ``dtype``, by the rules of :func:`ironaccel.conformance.npy.load`:
-    raw forms of the same width are reinterpreted, integers converted only when every value survives."""
-    from ..tosa.dtypes import DType
-
-    storage = dtype.numpy if isinstance(dtype, DType) else array.dtype
-    if array.dtype == storage:
-        return array
-    raw = dtype in (DType.BF16, DType.FP8E4M3, DType.FP8E5M2)
-    if raw and array.dtype.kind in "uV" and array.dtype.itemsize == storage.itemsize:
-        return array.view(storage)
-    if array.dtype.kind in "iub" and storage.kind in "iub":
-        converted = array.astype(storage)
-        if (converted.astype(array.dtype) == array).all():
-            return converted
-    raise ValueError(f"{where}: holds {array.dtype} values, which are not {dtype} ({storage})")
-
-
 def load_inputs(bound: list[tuple[Any, str, str | None]]) -> list:
     """The arrays ``bind_inputs`` points at, read bounded; an archive's members are checked by name."""
     from ..conformance import npy
@@ -254,7 +236,7 @@ def load_inputs(bound: list[tuple[Any, str, str | None]]) -> list:
             raise InvalidArgument(
                 f"{archive}: {'; '.join(parts)} (the program's inputs: {', '.join(map(repr, wanted))})"
             )
-        return [as_input(arrays[spec.name], spec.dtype, f"{archive}[{spec.name}]") for spec, _, _ in bound]
+        return [npy.coerce(arrays[spec.name], spec.dtype, f"{archive}[{spec.name}]") for spec, _, _ in bound]
     for spec, file, _ in bound:
         log.debug("input %r (%s) from %s", spec.name, spec, file)
     return [npy.load(Path(file), spec.dtype) for spec, file, _ in bound]

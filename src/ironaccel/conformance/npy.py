@@ -130,20 +130,26 @@ def load(path: Path, dtype: DType) -> np.ndarray:
     """An array from a suite ``.npy`` file, in IronAccel's storage dtype for ``dtype``.
 
     The file is read as :func:`read_file` reads it (bounded, refused with InvalidArgument when it is not
-    a plain numeric ``.npy``). Raw forms of the same width are reinterpreted; integers are widened or
-    narrowed only when every value survives; anything else is a ValueError naming both types (never a
-    silent conversion)."""
-    array = read_file(path)
-    storage = dtype.numpy
+    a plain numeric ``.npy``), then converted as :func:`coerce` converts."""
+    return coerce(read_file(path), dtype, str(path))
+
+
+def coerce(array: np.ndarray, dtype: DType | np.dtype, where: str) -> np.ndarray:
+    """``array`` in IronAccel's storage dtype for ``dtype`` (a TOSA DType, or a numpy dtype for slots of
+    other artifacts, which must match as they are). Raw forms of the same width are reinterpreted;
+    integers are widened or narrowed only when every value survives; anything else is a ValueError naming
+    ``where`` and both types (never a silent conversion)."""
+    tosa = isinstance(dtype, DType)
+    storage = dtype.numpy if tosa else np.dtype(dtype)
     if array.dtype == storage:
         return array
-    if dtype in _RAW and array.dtype.kind in "uV" and array.dtype.itemsize == storage.itemsize:
+    if tosa and dtype in _RAW and array.dtype.kind in "uV" and array.dtype.itemsize == storage.itemsize:
         return array.view(storage)
-    if array.dtype.kind in "iub" and storage.kind in "iub":
+    if tosa and array.dtype.kind in "iub" and storage.kind in "iub":
         converted = array.astype(storage)
         if np.array_equal(converted.astype(array.dtype), array):
             return converted
-    raise ValueError(f"{path}: holds {array.dtype} values, which are not {dtype} ({storage})")
+    raise ValueError(f"{where}: holds {array.dtype} values, which are not {dtype} ({storage})")
 
 
 def save(path: Path, value: np.ndarray, dtype: DType) -> None:
