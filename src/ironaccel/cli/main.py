@@ -95,6 +95,19 @@ class OneLineFormatter(logging.Formatter):
         return " | ".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes, not what it was when the command began:
+    daemon threads outlive the command, and the stream it started with may be closed by then (an
+    embedding program, or a test, swapping stderr)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure_logging(verbose: int = 0, quiet: bool = False, default: str | None = None) -> int:
     """Send the ``ironaccel`` logger hierarchy to stderr at the level asked for (-v info, -vv debug, -q
     error; else ``default``, a settings.log_level value, read from the environment when None), replacing
@@ -111,7 +124,7 @@ def configure_logging(verbose: int = 0, quiet: bool = False, default: str | None
     logger = logging.getLogger("ironaccel")
     for handler in [h for h in logger.handlers if getattr(h, "_ironaccel_cli", False)]:
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler._ironaccel_cli = True  # type: ignore[attr-defined]  # ours to replace on the next call
     handler.setFormatter(OneLineFormatter())
     logger.addHandler(handler)
