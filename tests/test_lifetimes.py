@@ -9,7 +9,6 @@ engine's per-guest counts, whose quota (64 programs per context) a leak would hi
 from __future__ import annotations
 
 import gc
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +18,7 @@ import ironaccel as ia
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.runtime import reclaim
 from ironaccel.tosa import DType, Op, ProgramBuilder, write
-from ironaccel.virtio import DeviceEngine
-from ironaccel.virtio.daemon import for_engine
+from virtio_guest import Host
 from vulkan_fixtures import open_test_device
 
 CYCLES = 1000
@@ -35,31 +33,14 @@ def _add_program(n: int = 8) -> bytes:
     return write(b.build())
 
 
-class _Daemon:
-    """A daemon on a thread of this process serving a CPU accelerator."""
-
-    def __init__(self, path: str) -> None:
-        self.accelerator = CpuAccelerator()
-        self.engine = DeviceEngine(self.accelerator)
-        self.daemon = for_engine(path, self.engine)
-        self.daemon.listen()
-        self.thread = threading.Thread(target=self.daemon.serve, daemon=True)
-        self.thread.start()
-        self.path = path
-
-    def stop(self) -> None:
-        self.daemon.stop()
-        self.thread.join(30)
-
-
 @pytest.fixture
 def served(tmp_path):
-    host = _Daemon(str(tmp_path / "accel.sock"))
+    host = Host(str(tmp_path / "accel.sock"))
     yield host
     host.stop()
 
 
-def _open(spec: str, served: _Daemon | None = None) -> ia.runtime.Device:
+def _open(spec: str, served: Host | None = None) -> ia.runtime.Device:
     if spec == "virtio":
         assert served is not None
         return ia.open(f"virtio:{served.path}")

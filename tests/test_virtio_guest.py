@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ironaccel as ia
-from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance import semantic
 from ironaccel.core.errors import (
     DeadlineExpired,
@@ -35,8 +33,6 @@ from ironaccel.core.errors import (
 from ironaccel.runtime import BufferDesc, Device, ReleaseRejected
 from ironaccel.runtime.backends import factory
 from ironaccel.tosa import Op, ProgramBuilder
-from ironaccel.virtio import DeviceEngine
-from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.guest import GROUP_BYTES, SEGMENT_BYTES, VirtioAccelerator, _segments
 from ironaccel.virtio.transport_guest import GuestTransport
 from ironaccel.virtio.wire import (
@@ -50,12 +46,12 @@ from ironaccel.virtio.wire import (
     TransferBufferRequest,
     decode_response,
 )
+from virtio_guest import ZERO, Host
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "src" / "ironaccel" / "models"
 NAMES = ["cnn_fp32", "attention_fp32", "cnn_int8"]
 IRONACCEL = [sys.executable, "-m", "ironaccel.cli.main"]
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 
 
 def _input(name: str) -> np.ndarray:
@@ -77,28 +73,6 @@ def _eventually(predicate, timeout: float = 15.0) -> bool:
             return True
         time.sleep(0.02)
     return predicate()
-
-
-class Host:
-    """A daemon on a thread of this process, serving a CPU accelerator whose books the test can read."""
-
-    def __init__(self, path: str) -> None:
-        self.accelerator = CpuAccelerator()
-        self.engine = DeviceEngine(self.accelerator)
-        self.daemon = for_engine(path, self.engine)
-        self.daemon.listen()
-        self.thread = threading.Thread(target=self.daemon.serve)
-        self.thread.start()
-        self.path = path
-
-    def idle(self) -> bool:
-        """No guest connected and nothing of theirs left on the accelerator."""
-        self.engine.reclaim()
-        return self.daemon.guests == 0 and self.accelerator.live_resources() == ZERO
-
-    def stop(self) -> None:
-        self.daemon.stop()
-        self.thread.join(30)
 
 
 @pytest.fixture

@@ -11,46 +11,18 @@ import time
 import numpy as np
 import pytest
 
-from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.conformance.semantic import endless_program
 from ironaccel.core.errors import DeadlineExpired
 from ironaccel.runtime import ArtifactRef, Binding, BufferDesc, BufferUsage, EventState, MemoryDomain
-from ironaccel.virtio import DeviceEngine
-from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.guest import VirtioAccelerator
+from virtio_guest import ZERO, Host
 
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 IO = BufferUsage(0x1F)
-
-
-class _Host:
-    def __init__(self, path: str) -> None:
-        self.accelerator = CpuAccelerator()
-        self.engine = DeviceEngine(self.accelerator)
-        self.daemon = for_engine(path, self.engine)
-        self.daemon.listen()
-        self.thread = threading.Thread(target=self.daemon.serve, daemon=True)
-        self.thread.start()
-        self.path = path
-
-    def settled(self, timeout: float) -> float | None:
-        """Seconds until no guest is connected and nothing of theirs lives on the accelerator."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            self.engine.reclaim()
-            if self.daemon.guests == 0 and self.accelerator.live_resources() == ZERO:
-                return time.monotonic() - start
-            time.sleep(0.005)
-        return None
-
-    def stop(self) -> None:
-        self.daemon.stop()
-        self.thread.join(30)
 
 
 @pytest.fixture
 def host(tmp_path):
-    h = _Host(str(tmp_path / "accel.sock"))
+    h = Host(str(tmp_path / "accel.sock"))
     yield h
     h.stop()
     assert h.accelerator.live_resources() == ZERO

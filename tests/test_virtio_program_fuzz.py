@@ -23,19 +23,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.core.errors import DeadlineExpired, InvalidArgument, ResourceLimit, Unsupported
 from ironaccel.runtime import ArtifactRef, Binding, BufferDesc, BufferUsage, EventState, MemoryDomain
 from ironaccel.tosa import ProgramBuilder, write
-from ironaccel.virtio import DeviceEngine, GuestQuota
-from ironaccel.virtio.daemon import for_engine
+from ironaccel.virtio import GuestQuota
 from ironaccel.virtio.guest import VirtioAccelerator
+from virtio_guest import Host
 
 EXAMPLES = int(os.environ.get("IRONACCEL_FUZZ_EXAMPLES", "25"))
 CAP = 96 << 20  # what all guests together may hold
 OVERHEAD = 96 << 20  # the daemon's own growth: compiled programs, interpreter state, allocator slack
 RUN_SECONDS = 0.3  # the compute budget of one submission
-ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 IO = BufferUsage(0x1F)
 # What a guest may be told for a program that breaks a bound; anything else fails the test.
 REFUSALS = (ResourceLimit, DeadlineExpired, Unsupported, InvalidArgument)
@@ -125,35 +123,15 @@ def _status(field: str) -> int:
     raise AssertionError(f"{field} not in /proc/self/status")
 
 
-class _Host:
-    def __init__(self, path: str) -> None:
-        self.accelerator = CpuAccelerator()
-        quota = GuestQuota(
-            max_buffer_bytes=16 << 20,
-            max_total_buffer_bytes=32 << 20,
-            max_total_program_bytes=64 << 20,
-            max_programs=8,
-            max_run_seconds=RUN_SECONDS,
-        )
-        self.engine = DeviceEngine(self.accelerator, quota=quota, max_bytes=CAP, close_wait=2.0)
-        self.daemon = for_engine(path, self.engine)
-        self.daemon.listen()
-        self.thread = threading.Thread(target=self.daemon.serve, daemon=True)
-        self.thread.start()
-        self.path = path
-
-    def settled(self, timeout: float = 10.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            self.engine.reclaim()
-            if self.daemon.guests == 0 and self.accelerator.live_resources() == ZERO:
-                return True
-            time.sleep(0.01)
-        return False
-
-    def stop(self) -> None:
-        self.daemon.stop()
-        self.thread.join(30)
+def _host(path: str) -> Host:
+    quota = GuestQuota(
+        max_buffer_bytes=16 << 20,
+        max_total_buffer_bytes=32 << 20,
+        max_total_program_bytes=64 << 20,
+        max_programs=8,
+        max_run_seconds=RUN_SECONDS,
+    )
+    return Host(path, quota=quota, max_bytes=CAP, close_wait=2.0)
 
 
 def _send(guest: VirtioAccelerator, program: bytes) -> None:
@@ -187,7 +165,7 @@ def _send(guest: VirtioAccelerator, program: bytes) -> None:
         guest.destroy_context(ctx)
 
 
-def _guest_session(host: _Host, programs: list[tuple[Step, ...]], leave_early: bool) -> None:
+def _guest_session(host: Host, programs: list[tuple[Step, ...]], leave_early: bool) -> None:
     guest = VirtioAccelerator(host.path)
     try:
         for steps in programs:
@@ -204,7 +182,7 @@ def _guest_session(host: _Host, programs: list[tuple[Step, ...]], leave_early: b
                 _send(guest, _program(steps))
     finally:
         guest.close()
-    assert host.settled(), (host.daemon.guests, host.accelerator.live_resources())
+    assert host.settled() is not None, (host.daemon.guests, host.accelerator.live_resources())
 
 
 def test_valid_hostile_programs_keep_the_host_within_its_bounds(tmp_path):
@@ -214,7 +192,7 @@ def test_valid_hostile_programs_keep_the_host_within_its_bounds(tmp_path):
     except OSError:
         pytest.skip("cannot reset the peak RSS here (/proc/self/clear_refs)")
     threads = threading.active_count()
-    host = _Host(str(tmp_path / "accel.sock"))
+    host = _host(str(tmp_path / "accel.sock"))
     baseline = _status("VmRSS")
 
     @settings(

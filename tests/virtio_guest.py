@@ -4,6 +4,8 @@ accelerator whose timing and faults a test controls, and the small TOSA programs
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,8 +16,9 @@ from ironaccel.core.errors import DeadlineExpired, DeviceLost, OutOfMemory
 from ironaccel.runtime import TOSA_FORMAT, BoundRange, EventCore, SubmitIndeterminate
 from ironaccel.tosa import Block, DType, Op, Operator, Program, Region, Tensor, write
 from ironaccel.tosa.target import Target
-from ironaccel.virtio import GuestSession
+from ironaccel.virtio import DeviceEngine, GuestSession
 from ironaccel.virtio import wire as w
+from ironaccel.virtio.daemon import for_engine
 
 FP_TARGET = Target.of(["pro-fp"]).encode()
 ALL_USAGE = 0x1F
@@ -169,3 +172,38 @@ class ControlledCpu(CpuAccelerator):
     @staticmethod
     def _lose(reason: str) -> None:
         raise DeviceLost(reason)
+
+
+ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
+
+
+class Host:
+    """A daemon on a thread of this process serving a CPU accelerator whose books the test can read.
+    ``engine_options`` go to the DeviceEngine (quota, max_bytes, close_wait...)."""
+
+    def __init__(self, path: str, **engine_options: Any) -> None:
+        self.accelerator = CpuAccelerator()
+        self.engine = DeviceEngine(self.accelerator, **engine_options)
+        self.daemon = for_engine(path, self.engine)
+        self.daemon.listen()
+        self.thread = threading.Thread(target=self.daemon.serve, daemon=True)
+        self.thread.start()
+        self.path = path
+
+    def idle(self) -> bool:
+        """No guest connected and nothing of theirs left on the accelerator."""
+        self.engine.reclaim()
+        return self.daemon.guests == 0 and self.accelerator.live_resources() == ZERO
+
+    def settled(self, timeout: float = 10.0) -> float | None:
+        """Seconds until :meth:`idle`, or None when ``timeout`` passed first."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if self.idle():
+                return time.monotonic() - start
+            time.sleep(0.005)
+        return None
+
+    def stop(self) -> None:
+        self.daemon.stop()
+        self.thread.join(30)
