@@ -244,8 +244,9 @@ def _destinations(ranges: Sequence[BoundRange], out_ranges: Sequence[BoundRange]
 
 
 def _execute(program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -> None:
-    # Stoppable: the run looks at the event before every operator (and every loop iteration), so a
-    # cancellation or the deadline ends it there, not only before it starts.
+    # Stoppable: the interpreter looks at the event before every operator (and every loop iteration), and
+    # native code polls a control block between operators and inside long loops, so a cancellation or the
+    # deadline ends the run there, not only before it starts.
     if not event.try_start(stoppable=True):
         return
     try:
@@ -253,7 +254,15 @@ def _execute(program: _Loaded, ranges: Sequence[BoundRange], event: EventCore) -
         out_ranges = [r for r in ranges if r.slot >= program.n_inputs]
         # The last operator of a program often writes its result straight into the output buffer (no copy).
         destinations = _destinations(ranges, out_ranges)
-        outputs = program.compiled.run(inputs, destinations=destinations, check=event.checkpoint)
+        runner = program.compiled
+        control_block = getattr(runner, "control_block", None)  # native programs: they cannot call checkpoint
+        if control_block is not None:
+            # The code polls the block; a winning cancel sets its stop word, and the deadline is in it.
+            control = control_block(event.deadline)
+            event.on_stop(control.stop)
+            outputs = runner.run(inputs, destinations=destinations, check=event.checkpoint, control=control)
+        else:
+            outputs = runner.run(inputs, destinations=destinations, check=event.checkpoint)
         if len(outputs) != len(out_ranges):
             raise InternalError(f"program produced {len(outputs)} outputs for {len(out_ranges)} slots")
         for r, value, dest in zip(out_ranges, outputs, destinations, strict=True):

@@ -3,15 +3,19 @@
 The source is :file:`prelude.h`, then one static function per operator (its lowering's body, with typed
 ``restrict`` pointers for its operands, results, scratch and prepared arrays), then the entry points:
 
-* ``int ia_run(void *const *io, unsigned char *A, const unsigned char *K)``: the whole program, in
-  order, on the calling thread. ``io`` holds the inputs' then the outputs' data pointers, ``A`` is an
-  arena of :attr:`Generated.arena_bytes` and ``K`` the blob of constants (64-byte aligned both).
-* ``int ia_main(a0, ..., A, K)``: the same, taking the numpy arrays themselves (their data pointers are
-  read here, which costs less than reading them in Python).
-* Operators worth splitting across threads run as ``ia_pool_for(ia_unit_N, io, A, K, units)`` with
-  ``ia_unit_N(io, A, K, lo, hi)`` running units [lo, hi) of one operator; the pool (:file:`pool.c`,
+* ``int ia_run(void *const *io, unsigned char *A, const unsigned char *K, int64_t *ctl)``: the whole
+  program, in order, on the calling thread. ``io`` holds the inputs' then the outputs' data pointers,
+  ``A`` is an arena of :attr:`Generated.arena_bytes` and ``K`` the blob of constants (64-byte aligned
+  both). ``ctl`` is the run's control block (:mod:`.control`) or NULL: the run returns 0 when it ran to
+  the end, else the stop word it saw (:mod:`.polls` says where it looks).
+* ``int ia_main(a0, ..., A, K, ctl)``: the same, taking the numpy arrays themselves (their data pointers
+  are read here, which costs less than reading them in Python).
+* Operators worth splitting across threads run as ``ia_pool_for(ia_unit_N, io, A, K, ctl, units)`` with
+  ``ia_unit_N(io, A, K, ctl, lo, hi)`` running units [lo, hi) of one operator; the pool (:file:`pool.c`,
   handed over through the exported ``ia_set_pool``) shares the units among threads from inside the
   run. Without a pool the call runs them all on the calling thread. :attr:`Generated.splits` counts them.
+
+Every operator's function takes ``ctl`` after its operands, for the polls its lowering placed.
 
 Nothing in the source depends on the values of large constants (weights live in the blob), so programs
 that differ only in their weights share one compiled object.
@@ -28,6 +32,7 @@ import numpy as np
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from ..interpreter import FoldedGraph
+from . import polls
 from .lowering import C_TYPES, Kernel, NotNative, OpView, lowering_for
 from .ops.elementwise import clamp_epilogue
 from .plan import Plan, Storage, plan
@@ -189,14 +194,16 @@ class _Writer:
             ct = _ARRAY_C_TYPES[value.dtype]
             params.append(f"const {ct} *restrict K_{array_name}")
             args.append(f"(const {ct} *)(K + {self.plan.arrays[(position, array_name)]})")
+        params.append("int64_t *ctl")
+        args.append("ctl")
+        plain = list(params)
         if kernel.units:
             params += ["ptrdiff_t lo", "ptrdiff_t hi"]
         header = f"/* operator #{position}: {operator.op.name} */\n"  # never a name from the program
         text = ""
         if kernel.prologue:
-            plain = [p for p in params if p not in ("ptrdiff_t lo", "ptrdiff_t hi")]
-            text += f"static void op{position}_pre({', '.join(plain) or 'void'})\n{{\n{kernel.prologue.rstrip()}\n}}\n"
-        text += f"{header}static void op{position}({', '.join(params) or 'void'})\n{{\n{kernel.body.rstrip()}\n}}\n"
+            text += f"static void op{position}_pre({', '.join(plain)})\n{{\n{kernel.prologue.rstrip()}\n}}\n"
+        text += f"{header}static void op{position}({', '.join(params)})\n{{\n{kernel.body.rstrip()}\n}}\n"
         return text, ", ".join(args)
 
     def copies(self) -> list[str]:
@@ -204,7 +211,7 @@ class _Writer:
         for k, name in self.plan.final_copies:
             tensor = self.block.tensor(name)
             nbytes = int(np.prod(tensor.shape, dtype=np.int64)) * tensor.dtype.numpy.itemsize
-            lines.append(f"memcpy(io[{self.n_in + k}], {self.pointer(name, 'unsigned char')}, {nbytes});")
+            lines.append(polls.copy(f"io[{self.n_in + k}]", self.pointer(name, "unsigned char"), nbytes, in_run=True))
         return lines
 
     def write(self) -> Generated:
@@ -218,6 +225,7 @@ class _Writer:
         ]
         body = []
         splits = 0
+        work = 0.0  # budgets of work since the code last read the clock (see polls.between)
         for position, kernel in enumerate(self.kernels):
             if kernel.alias:
                 continue
@@ -227,24 +235,31 @@ class _Writer:
             parts.append(text)
             if kernel.prologue:
                 body.append(f"op{position}_pre({args});")
+                body.append(polls.between(0.0))  # a prologue that stopped leaves its body nothing valid to read
             if kernel.units > 1 and kernel.macs >= PARALLEL_MIN_MACS:
-                signature = "void *const *io, unsigned char *A, const unsigned char *K, ptrdiff_t lo, ptrdiff_t hi"
+                signature = "void *const *io, unsigned char *A, const unsigned char *K, int64_t *ctl, "
+                signature += "ptrdiff_t lo, ptrdiff_t hi"
                 unit = f"static void ia_unit_{position}({signature})\n"
                 parts.append(unit + f"{{\n    op{position}({args}, lo, hi);\n}}\n")
-                body.append(f"ia_parallel(ia_unit_{position}, io, A, K, {kernel.units});")
+                body.append(f"ia_parallel(ia_unit_{position}, io, A, K, ctl, {kernel.units});")
                 splits += 1
             elif kernel.units:
                 body.append(f"op{position}({args}, 0, {kernel.units});")
             else:
                 body.append(f"op{position}({args});")
+            work += kernel.macs / (kernel.poll_work or polls.ELEMENT_WORK)
+            body.append(polls.between(work))
+            if work >= 1.0:
+                work = 0.0
         body += [*self.copies(), "return 0;"]
-        parts.append(_entry("int ia_run(void *const *io, unsigned char *A, const unsigned char *K)", body))
+        run = "int ia_run(void *const *io, unsigned char *A, const unsigned char *K, int64_t *ctl)"
+        parts.append(_entry(run, body))
         arrays = ", ".join(f"void *a{i}" for i in range(self.n_in + self.n_out))
         pointers = ", ".join(f"IA_ARRAY_DATA(a{i})" for i in range(self.n_in + self.n_out))
         parts.append(
             _entry(
-                f"int ia_main({arrays}, unsigned char *A, const unsigned char *K)",
-                [f"void *io[{self.n_in + self.n_out}] = {{{pointers}}};", "return ia_run(io, A, K);"],
+                f"int ia_main({arrays}, unsigned char *A, const unsigned char *K, int64_t *ctl)",
+                [f"void *io[{self.n_in + self.n_out}] = {{{pointers}}};", "return ia_run(io, A, K, ctl);"],
             )
         )
         if splits:

@@ -3,9 +3,11 @@
 A lowering turns one TOSA operator (with static shapes, see :class:`OpView`) into a :class:`Kernel`: the
 body of one C function. The body names its operands ``X0, X1, ...`` and its results ``Y0, ...`` (typed
 pointers to C-contiguous storage; results never alias operands), the scratch buffers it asked for
-``S0, ...`` (``unsigned char *``, 64-byte aligned, contents undefined on entry) and the arrays it
-prepared at load ``K_<name>``. Constant operands that only set the code (zero points, shifts, bounds)
-are read in Python through :meth:`OpView.constant` and written into the code as literals.
+``S0, ...`` (``unsigned char *``, 64-byte aligned, contents undefined on entry), the arrays it
+prepared at load ``K_<name>``, and ``ctl``, the run's control block, which its long loops poll where
+:mod:`.polls` says (a body or prologue that sees a stop returns at once). Constant operands that only
+set the code (zero points, shifts, bounds) are read in Python through :meth:`OpView.constant` and
+written into the code as literals.
 
 A lowering that cannot take an operator (a dtype, an attribute or a non-constant operand the code does
 not handle) raises :class:`NotNative` with the reason; the whole program then stays with the
@@ -99,6 +101,7 @@ class Kernel:
     arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # K_<name>, prepared at load
     units: int = 0  # > 0: the body covers units [lo, hi) of this many, and may be split across threads
     macs: int = 0  # multiply-adds (or element operations) of the whole operator, to judge a split
+    poll_work: int | None = None  # how many of ``macs`` run between two polls (polls.py; None: ELEMENT_WORK)
     alias: bool = False  # the result is operand 0's bytes unchanged (RESHAPE, IDENTITY): no code needed
     vectors: bool = False  # the code uses the prelude's float vectors (ia_vf)
 

@@ -16,6 +16,11 @@
  * is odd; a helper joins by counting itself active and then checking the job is still open, and the
  * caller closes the job (generation + 1) before waiting for the active count to reach zero. A job
  * posted while another caller holds the pool runs on the calling thread alone.
+ *
+ * A run that is told to stop (its control block, see prelude.h) stops sharing: every thread looks at
+ * the stop word before it claims a chunk and claims none once it is set, and the units themselves poll
+ * it while they run. The caller still waits for every helper that joined, so when ia_pool_for returns
+ * no thread is left writing into the run's memory.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -27,13 +32,14 @@
                              * enough not to hold a CPU other work wants */
 #define IA_MAX_HELPERS 64
 
-typedef void (*ia_unit_fn)(void *const *, unsigned char *, const unsigned char *, ptrdiff_t, ptrdiff_t);
+typedef void (*ia_unit_fn)(void *const *, unsigned char *, const unsigned char *, int64_t *, ptrdiff_t, ptrdiff_t);
 
 static struct {
     ia_unit_fn fn;
     void *const *io;
     unsigned char *A;
     const unsigned char *K;
+    int64_t *ctl; /* the run's control block, or NULL */
     ptrdiff_t units, chunk;
     int helpers; /* helpers 0..helpers-1 may join */
 } job;
@@ -88,15 +94,20 @@ static int claim(int part, int from_back, ptrdiff_t *lo, ptrdiff_t *hi)
     }
 }
 
+static inline int stopped(void)
+{
+    return job.ctl && __atomic_load_n(job.ctl, __ATOMIC_RELAXED);
+}
+
 static void drain(int self)
 {
     const int n = job.helpers + 1;
     ptrdiff_t lo, hi;
-    while (claim(self, 0, &lo, &hi))
-        job.fn(job.io, job.A, job.K, lo, hi);
+    while (!stopped() && claim(self, 0, &lo, &hi))
+        job.fn(job.io, job.A, job.K, job.ctl, lo, hi);
     for (int k = 1; k < n; k++)
-        while (claim((self + k) % n, 1, &lo, &hi))
-            job.fn(job.io, job.A, job.K, lo, hi);
+        while (!stopped() && claim((self + k) % n, 1, &lo, &hi))
+            job.fn(job.io, job.A, job.K, job.ctl, lo, hi);
 }
 
 static void *helper_main(void *arg)
@@ -176,7 +187,7 @@ IA_EXPORT void ia_pool_limit(int threads)
 }
 
 IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, const unsigned char *K,
-                           ptrdiff_t units)
+                           int64_t *ctl, ptrdiff_t units)
 {
     ptrdiff_t threads = __atomic_load_n(&limit, __ATOMIC_RELAXED);
     if (threads > units)
@@ -186,7 +197,7 @@ IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, con
         helpers = started;
     /* (units beyond 2**31 would not fit a part's word; no operator has that many.) */
     if (helpers <= 0 || units >= ((ptrdiff_t)1 << 31) || __atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
-        fn(io, A, K, 0, units);
+        fn(io, A, K, ctl, 0, units);
         return;
     }
     const ptrdiff_t n = helpers + 1;
@@ -195,6 +206,7 @@ IA_EXPORT void ia_pool_for(ia_unit_fn fn, void *const *io, unsigned char *A, con
     job.io = io;
     job.A = A;
     job.K = K;
+    job.ctl = ctl;
     job.units = units;
     job.chunk = chunk > 0 ? chunk : 1;
     job.helpers = helpers;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #if defined(IA_VECTORS) && (defined(IA_ISA_AVX512) || defined(IA_ISA_AVX2))
 #include <immintrin.h> /* only where kernels use vectors: the header is most of a small program's build time */
 #endif
@@ -23,6 +24,68 @@
 /* A numpy array's data pointer: the first field after the object header (PyArrayObject_fields). The
  * generator defines IA_ARRAY_DATA_OFFSET after checking it on a live array. */
 #define IA_ARRAY_DATA(obj) (*(void **)((char *)(obj) + IA_ARRAY_DATA_OFFSET))
+
+/* -- stopping a run (control.py, polls.py) ------------------------------------------------------------
+ * A queued run passes ``ctl``, its control block: two int64 words, 8-aligned. Word 0 is 0 while the run
+ * may go on; another thread sets it to IA_STOP_REQUESTED to cancel the run, and the first poll that reads
+ * the clock past word 1, the deadline in CLOCK_MONOTONIC nanoseconds (0: none), sets it to
+ * IA_STOP_DEADLINE. An inline run passes NULL, and a poll then costs a test of a register. Functions
+ * that poll take ``int64_t *ctl`` and return as soon as a poll sees a stop, leaving their results partly
+ * written; ia_run then returns word 0. The generator sets how often loops poll (polls.py): often enough
+ * to stop within a fraction of a millisecond of work, rarely enough that the clock costs nothing. */
+#define IA_STOP_REQUESTED 2
+#define IA_STOP_DEADLINE 3
+
+/* Out of line: the clock is read only every so much work, and inlined it would crowd the loops. */
+static __attribute__((noinline, unused)) int64_t ia_poll_clock(int64_t *ctl)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec < ctl[1])
+        return 0;
+    int64_t none = 0; /* a cancellation that came first keeps its word */
+    __atomic_compare_exchange_n(ctl, &none, IA_STOP_DEADLINE, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return __atomic_load_n(ctl, __ATOMIC_RELAXED);
+}
+
+/* The stop word (nonzero: stop), reading the clock too where the run has a deadline. */
+IA_INLINE int64_t ia_poll(int64_t *ctl)
+{
+    if (!ctl)
+        return 0;
+    const int64_t stop = __atomic_load_n(ctl, __ATOMIC_RELAXED);
+    return stop || !ctl[1] ? stop : ia_poll_clock(ctl);
+}
+
+/* The stop word alone, without the clock (between operators too small to be worth a clock read). */
+IA_INLINE int64_t ia_stopped(const int64_t *ctl) { return ctl ? __atomic_load_n(ctl, __ATOMIC_RELAXED) : 0; }
+
+/* In a void function with ``ctl`` in scope: return when the run must stop. IA_POLL_EVERY polls on one
+ * call in ``n``, counting down ``left`` (a ptrdiff_t the caller starts at 1, so the first call polls). */
+#define IA_POLL()                \
+    do {                         \
+        if (ia_poll(ctl))        \
+            return;              \
+    } while (0)
+#define IA_POLL_EVERY(left, n)   \
+    do {                         \
+        if (--(left) == 0) {     \
+            (left) = (n);        \
+            IA_POLL();           \
+        }                        \
+    } while (0)
+
+/* memcpy of n bytes in pieces of ``chunk``, polling before each: 0, or the stop word a poll saw. */
+static __attribute__((unused)) int64_t ia_copy(void *dst, const void *src, size_t n, size_t chunk, int64_t *ctl)
+{
+    for (size_t done = 0; done < n; done += chunk) {
+        const int64_t stop = ia_poll(ctl);
+        if (stop)
+            return stop;
+        memcpy((unsigned char *)dst + done, (const unsigned char *)src + done, n - done < chunk ? n - done : chunk);
+    }
+    return 0;
+}
 
 /* -- float vectors for the convolution and matrix kernels -------------------------------------------- */
 #if !defined(IA_VECTORS)
@@ -219,8 +282,8 @@ IA_INLINE int64_t ia_round_shift(int64_t v, int64_t s)
 
 /* -- sharing an operator's units among threads ------------------------------------------------------- */
 #if defined(IA_SPLIT)
-typedef void (*ia_unit_fn)(void *const *, unsigned char *, const unsigned char *, ptrdiff_t, ptrdiff_t);
-typedef void (*ia_pool_fn)(ia_unit_fn, void *const *, unsigned char *, const unsigned char *, ptrdiff_t);
+typedef void (*ia_unit_fn)(void *const *, unsigned char *, const unsigned char *, int64_t *, ptrdiff_t, ptrdiff_t);
+typedef void (*ia_pool_fn)(ia_unit_fn, void *const *, unsigned char *, const unsigned char *, int64_t *, ptrdiff_t);
 
 /* The process's helper pool (pool.c), set once after loading; until then every unit runs here. */
 static ia_pool_fn ia_pool;
@@ -230,11 +293,12 @@ IA_EXPORT void ia_set_pool(void *pool)
     ia_pool = (ia_pool_fn)pool;
 }
 
-static void ia_parallel(ia_unit_fn fn, void *const *io, unsigned char *A, const unsigned char *K, ptrdiff_t units)
+static void ia_parallel(ia_unit_fn fn, void *const *io, unsigned char *A, const unsigned char *K, int64_t *ctl,
+                        ptrdiff_t units)
 {
     if (ia_pool)
-        ia_pool(fn, io, A, K, units);
+        ia_pool(fn, io, A, K, ctl, units);
     else
-        fn(io, A, K, 0, units);
+        fn(io, A, K, ctl, 0, units);
 }
 #endif

@@ -1,11 +1,11 @@
 """A program compiled to native code, run through ctypes.
 
-A run is one foreign call, ``ia_main(inputs..., outputs..., arena, blob)``, which ctypes makes with the
-GIL released. The numpy arrays themselves are passed and the generated code reads their data pointers
-(cheaper than asking numpy for them: about 0.1 us against 1 us per array). That reads the field after
-the object header, where numpy keeps the data pointer; :func:`array_data_offset` checks the offset on a
-live array first, and without it the pointers are taken through ``__array_interface__`` and passed to
-``ia_run`` instead.
+A run is one foreign call, ``ia_main(inputs..., outputs..., arena, blob, control)``, which ctypes makes
+with the GIL released. The numpy arrays themselves are passed and the generated code reads their data
+pointers (cheaper than asking numpy for them: about 0.1 us against 1 us per array). That reads the field
+after the object header, where numpy keeps the data pointer; :func:`array_data_offset` checks the offset
+on a live array first, and without it the pointers are taken through ``__array_interface__`` and passed
+to ``ia_run`` instead.
 
 Arenas for intermediates are made on first need and reused: a run takes one from a free list and puts it
 back, so concurrent runs of one program use different arenas and a steady caller allocates nothing.
@@ -17,6 +17,11 @@ The shared object comes from the process's table of open libraries (:mod:`.libra
 every other program of the same source. :meth:`NativeProgram.release` gives it back (a program that is
 collected unreleased gives it back then); a run in flight on another thread keeps it until that run
 returns, and a run asked for after the release is refused.
+
+A run that is given a control block (:mod:`.control`: :meth:`NativeProgram.run` with ``control`` or a
+``deadline``) can be stopped while it runs: the code polls the block between operators and inside long
+loops (:mod:`.polls`) and returns early, and the run raises what the interpreter raises at its
+checkpoints. The inline path (:meth:`NativeProgram.run_into`) passes none, and nothing stops it.
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ....core.errors import DeadlineExpired, InternalError, InvalidArgument
+from ....core.errors import DeadlineExpired, InvalidArgument
 from ....tosa.ir import Program, Tensor
 from . import library as libraries
 from . import pool
 from .codegen import Generated
+from .control import RunControl, raise_status
 from .toolchain import Toolchain
 
 _ALIGN = 64
@@ -73,8 +79,9 @@ class NativeProgram:
         self._library = libraries.acquire(library)
         try:
             pointer, status = ctypes.c_void_p, ctypes.c_int
-            self._main = self._library.function("ia_main", [ctypes.py_object] * n_io + [pointer, pointer], status)
-            self._run = self._library.function("ia_run", [pointer, pointer, pointer], status)
+            arguments = [ctypes.py_object] * n_io + [pointer, pointer, pointer]
+            self._main = self._library.function("ia_main", arguments, status)
+            self._run = self._library.function("ia_run", [pointer, pointer, pointer, pointer], status)
             # Without the pool (it failed to build) split operators run on the calling thread.
             self._splits = bool(generated.splits) and self._library.attach_pool(tools)
         except BaseException:
@@ -148,9 +155,12 @@ class NativeProgram:
         check: Callable[[], None] | None = None,
         deadline: float | None = None,
         destinations: Sequence[np.ndarray | None] | None = None,
+        control: RunControl | None = None,
     ) -> list[np.ndarray]:
-        """As :meth:`CompiledProgram.run`: ``check`` and ``deadline`` are looked at once, before the run
-        (a native run is not interrupted); outputs go into ``destinations`` where one is given."""
+        """As :meth:`CompiledProgram.run`; outputs go into ``destinations`` where one is given. ``check`` is
+        called once, before the run (native code cannot call it). The run stops where it is when
+        ``control`` is told to stop (RunCancelled) or at ``control``'s deadline or ``deadline``, whichever
+        is first (DeadlineExpired); its outputs are then partly written."""
         args = self._checked_inputs(inputs)
         if destinations is not None and len(destinations) != len(self._output_types):
             raise InvalidArgument(f"{len(destinations)} destinations for {len(self._output_types)} outputs")
@@ -166,12 +176,21 @@ class NativeProgram:
                 and all(dest is not o for o in outputs)
             )
             outputs.append(dest if usable else np.empty(shape, dtype))
+        if deadline is not None:
+            control = control if control is not None else RunControl()
+            control.tighten(deadline)
         if check is not None:
             check()
         if deadline is not None and time.monotonic() > deadline:
             raise DeadlineExpired("the program ran past its deadline")
-        self.run_into(args, outputs)
+        self.run_into(args, outputs, None if control is None else control.address)
         return outputs
+
+    @staticmethod
+    def control_block(deadline: float | None = None) -> RunControl:
+        """A control block for one :meth:`run` (``control``): its stop() stops the run from any thread,
+        and the run stops at ``deadline`` (a time.monotonic() instant) at the latest."""
+        return RunControl(deadline)
 
     def _checked_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self._input_types):
@@ -184,9 +203,11 @@ class NativeProgram:
             args.append(value if value.flags.c_contiguous else np.ascontiguousarray(value))
         return args
 
-    def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+    def run_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], control: int | None = None) -> None:
         """Run once. The caller has checked the arrays: declared dtypes and shapes, C-contiguous, outputs
-        writable and overlapping neither each other nor an input."""
+        writable and overlapping neither each other nor an input. ``control``: the address of the run's
+        control block (:attr:`RunControl.address`, kept alive by the caller), None for a run nothing
+        stops; a run it stops raises RunCancelled or DeadlineExpired."""
         # No lock on this path (two would cost more than a small run): list.pop / append and attribute
         # reads are atomic under the GIL, which the arena free list relies on already. The arena taken
         # marks this run as in flight for release() (see _let_go_if_idle).
@@ -201,15 +222,15 @@ class NativeProgram:
             if self._splits:
                 pool.update_limit()
             if self._pass_arrays:
-                status = self._main(*inputs, *outputs, address, self._blob_address)
+                status = self._main(*inputs, *outputs, address, self._blob_address, control)
             else:
-                status = self._run(self._io(inputs, outputs), address, self._blob_address)
+                status = self._run(self._io(inputs, outputs), address, self._blob_address, control)
         finally:
             arenas.append((arena, address))
             if self._released:  # released while in flight: the last run out lets go
                 self._let_go_if_idle()
         if status:
-            raise InternalError(f"native program failed with status {status}")
+            raise_status(status, self.library.name)
 
     def _io(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> ctypes.Array:
         assert self._io_type is not None

@@ -15,6 +15,7 @@ import numpy as np
 
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
+from .. import polls
 from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
 
 
@@ -41,19 +42,22 @@ def copy_loops(
         dims.append((n, s, t))
     if not dims:
         dims = [(1, 1, 1)]
-    lines = ["{"]
-    for d, (n, _, _) in enumerate(dims[:-1]):
-        lines.append(f"    for (ptrdiff_t i{d} = 0; i{d} < {n}; i{d}++)")
+    nest = polls.plan([n for n, _, _ in dims], polls.ELEMENT_WORK)
     src = " + ".join([str(source_offset), *(f"i{d} * {dims[d][1]}" for d in range(len(dims) - 1))])
     dst = " + ".join([str(target_offset), *(f"i{d} * {dims[d][2]}" for d in range(len(dims) - 1))])
     n, s, t = dims[-1]
-    lines.append("    {")
-    lines.append(f"        const {ct} *restrict p = {source} + {src};")
-    lines.append(f"        {ct} *restrict q = {target} + {dst};")
-    lines.append(f"        for (ptrdiff_t j = 0; j < {n}; j++) q[j * {t}] = p[j * {s}];")
-    lines.append("    }")
-    lines.append("}")
-    return "\n".join(lines)
+    head, close = polls.innermost_loop("j", n, nest)
+    block = [
+        "{",
+        f"    const {ct} *restrict p = {source} + {src};",
+        f"    {ct} *restrict q = {target} + {dst};",
+        *(f"    {line}" for line in head[:-1]),
+        f"    {head[-1]} q[j * {t}] = p[j * {s}];",
+        *([f"    {close}"] if close else []),
+        "}",
+    ]
+    lines = polls.outer_loops([n for n, _, _ in dims[:-1]], nest, block)
+    return "\n".join(["{", *(f"    {line}" for line in lines), "}"])
 
 
 def _ints(value: np.ndarray) -> list[int]:
@@ -66,13 +70,13 @@ def _c_type_of(view: OpView) -> str:
 
 def _memcpy(view: OpView) -> str:
     nbytes = size(view.outputs[0].shape) * view.outputs[0].dtype.numpy.itemsize
-    return f"memcpy(Y0, X0, {nbytes});"
+    return polls.copy("Y0", "X0", nbytes)
 
 
 @lowering(Op.RESHAPE, Op.IDENTITY)
 def reshape(view: OpView) -> Kernel:
     _c_type_of(view)
-    return Kernel(_memcpy(view), alias=True)
+    return Kernel(_memcpy(view), macs=size(view.outputs[0].shape), alias=True)
 
 
 @lowering(Op.TRANSPOSE)
@@ -159,8 +163,11 @@ def pad(view: OpView) -> Kernel:
     out_shape = view.outputs[0].shape
     out_strides = strides(out_shape)
     offset = sum(b * s for b, s in zip(amounts[0::2], out_strides, strict=True))
+    head, close = polls.innermost_loop("i", size(out_shape), polls.plan([size(out_shape)], polls.ELEMENT_WORK))
     body = [
-        f"for (ptrdiff_t i = 0; i < {size(out_shape)}; i++) Y0[i] = ({ct})({fill});",
+        *head[:-1],
+        f"{head[-1]} Y0[i] = ({ct})({fill});",
+        *([close] if close else []),
         copy_loops(view.inputs[0].shape, ct, "X0", strides(view.inputs[0].shape), 0, "Y0", out_strides, offset),
     ]
     return Kernel("\n".join(body), macs=size(out_shape))

@@ -23,6 +23,7 @@ from .....tosa.attributes import NanPropagationMode
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
 from ...ops.activation import decode_scalar
+from .. import polls
 from ..lowering import Epilogue, Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
 
 _INTS = (DType.INT8, DType.INT16, DType.INT32)
@@ -56,27 +57,25 @@ def map_loops(
         dims.append((n, steps, out_step))
     if not dims:
         dims = [(1, [0] * len(operands), 1)]
-    lines = ["{"]
-    indent = "    "
-    for d, (n, _, _) in enumerate(dims[:-1]):
-        lines.append(f"{indent}for (ptrdiff_t i{d} = 0; i{d} < {n}; i{d}++)")
-    lines.append(f"{indent}{{")
-    inner = indent + "    "
+    nest = polls.plan([n for n, _, _ in dims], polls.ELEMENT_WORK)
+    block = ["{"]
     for k, (pointer, ct, _) in enumerate(operands):
         offset = " + ".join(f"i{d} * {dims[d][1][k]}" for d in range(len(dims) - 1) if dims[d][1][k]) or "0"
-        lines.append(f"{inner}const {ct} *restrict p{k} = {pointer} + {offset};")
+        block.append(f"    const {ct} *restrict p{k} = {pointer} + {offset};")
     out_offset = " + ".join(f"i{d} * {dims[d][2]}" for d in range(len(dims) - 1)) or "0"
-    lines.append(f"{inner}{result[1]} *restrict q = {result[0]} + {out_offset};")
+    block.append(f"    {result[1]} *restrict q = {result[0]} + {out_offset};")
     n_last, last_steps, _ = dims[-1]
-    lines.append(f"{inner}for (ptrdiff_t j = 0; j < {n_last}; j++) {{")
+    head, close = polls.innermost_loop("j", n_last, nest)
+    block += [f"    {line}" for line in head]
+    block[-1] += " {"
     for k, (_, ct, _) in enumerate(operands):
         index = "j" if last_steps[k] else "0"
-        lines.append(f"{inner}    const {ct} v{k} = p{k}[{index}];")
-    lines.append(f"{inner}    q[j] = ({result[1]})({expression});")
-    lines.append(f"{inner}}}")
-    lines.append(f"{indent}}}")
-    lines.append("}")
-    return "\n".join(lines)
+        block.append(f"        const {ct} v{k} = p{k}[{index}];")
+    block.append(f"        q[j] = ({result[1]})({expression});")
+    block.append(f"    }}{close}")
+    block.append("}")
+    lines = polls.outer_loops([n for n, _, _ in dims[:-1]], nest, block)
+    return "\n".join(["{", *(f"    {line}" for line in lines), "}"])
 
 
 def elementwise(view: OpView, expression: str, operands: Sequence[int] = (0, 1)) -> Kernel:

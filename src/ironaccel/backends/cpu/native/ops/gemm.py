@@ -25,6 +25,10 @@ products to an int32 lane, which is the int32 accumulator itself (exact, wrappin
 multiply-adds of a float FMA. The operand bytes are the input plus 128 (unsigned) and the weights minus
 their zero point (signed, so the weights must fit int8 after it); the 128 + input_zp that this adds to
 every input value is taken back once per column, from the bias (see :func:`dot4_correction`).
+
+A product whose single tile of one column block is over a poll budget (a long depth, or many taps)
+polls inside the micro-kernel (:meth:`Product.place_polls`): on one tap in so many, or in chunks of the
+depth loop. The accumulators stay in registers across a poll, so the sums are the same in every bit.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import math
 
 import numpy as np
 
+from .. import polls
 from ..toolchain import Toolchain
 
 EXACT = 1 << 24  # float32 holds every integer below this
@@ -111,8 +116,29 @@ def chunks(taps: int, depth: int, bound: int) -> list[tuple[int, int, int, int]]
     return [(t, t + 1, k, min(depth, k + step)) for t in range(taps) for k in range(0, depth, step)]
 
 
+def _tap_and_depth_loops(poll: polls.Nest | None, step: int) -> tuple[list[str], list[str], str]:
+    """The lines opening a micro-kernel's tap loop and its depth loop (k by ``step``) where ``poll`` (a
+    nest over [taps, depth steps]) says how they poll, and what closes the depth loop's chunks."""
+    tap_head = ["    for (ptrdiff_t t = t0; t < t1; t++) {"]
+    if poll is not None and poll.level == 0:
+        tap_head = [f"    {polls.declare()}", *tap_head, f"        {polls.poll(poll.every)}"]
+    advance = "k++" if step == 1 else f"k += {step}"
+    if poll is not None and poll.level == 1:
+        head, close = polls.chunked("k", "k0", "k1", poll.every * step, step)
+        return tap_head, [f"        {line}" for line in head], f"        {close}"
+    return tap_head, [f"        for (ptrdiff_t k = k0; k < k1; {advance})"], ""
+
+
 def micro_kernel(
-    name: str, tile: Tiling, rows: int, columns: int, taps: int, depth: int, offsets: str | None, integer: bool
+    name: str,
+    tile: Tiling,
+    rows: int,
+    columns: int,
+    taps: int,
+    depth: int,
+    offsets: str | None,
+    integer: bool,
+    poll: polls.Nest | None = None,
 ) -> str:
     """A kernel for ``rows`` (<= MR) rows and the ``columns`` (<= NR) valid columns of one block.
 
@@ -120,7 +146,8 @@ def micro_kernel(
     the output), w points at the block's packed weights, bias at its NR initial values (float) or its
     columns' int32 biases. ``offsets`` names the C array of tap offsets (None: one tap at offset 0).
     Float results are stored; integer ones are converted, and with ``first`` get the bias added, else
-    are added to what the earlier chunks stored."""
+    are added to what the earlier chunks stored. With ``poll`` (see :meth:`Product.place_polls`) it
+    takes ``ctl`` last and returns early, storing nothing, when a poll sees a stop."""
     vl = tile.vl
     nv = -(-columns // vl)
     nr = tile.nr
@@ -129,7 +156,9 @@ def micro_kernel(
     lines = [
         f"IA_INLINE void {name}(const float *const *restrict a, const float *restrict w, "
         f"const {bias_t} *restrict bias, {out_t} *const *restrict c, "
-        "ptrdiff_t t0, ptrdiff_t t1, ptrdiff_t k0, ptrdiff_t k1" + (", int first)" if integer else ")"),
+        "ptrdiff_t t0, ptrdiff_t t1, ptrdiff_t k0, ptrdiff_t k1"
+        + (", int first" if integer else "")
+        + (", int64_t *ctl)" if poll is not None else ")"),
         "{",
     ]
     for i in range(rows):
@@ -138,10 +167,12 @@ def micro_kernel(
         for v in range(nv):
             init = "ia_vzero()" if integer else f"ia_vload(bias + {v * vl})"
             lines.append(f"    ia_vf c{i}_{v} = {init};")
-    lines.append("    for (ptrdiff_t t = t0; t < t1; t++) {")
+    tap_head, depth_head, depth_close = _tap_and_depth_loops(poll, 1)
+    lines += tap_head
     lines.append(f"        const ptrdiff_t off = {offsets}[t];" if offsets else "        const ptrdiff_t off = 0;")
     lines.append(f"        const float *restrict wt = w + t * {depth * nr};")
-    lines.append("        for (ptrdiff_t k = k0; k < k1; k++) {")
+    lines += depth_head
+    lines[-1] += " {"
     for v in range(nv):
         lines.append(f"            const ia_vf w{v} = ia_vload(wt + k * {nr} + {v * vl});")
     for i in range(rows):
@@ -150,6 +181,8 @@ def micro_kernel(
             lines.append(f"              c{i}_{v} = ia_vfma(x, w{v}, c{i}_{v});")
         lines.append("            }")
     lines.append("        }")
+    if depth_close:
+        lines.append(depth_close)
     lines.append("    }")
     for i in range(rows):
         if integer:
@@ -174,7 +207,9 @@ def micro_kernel(
     return "\n".join(lines)
 
 
-def dot4_kernel(name: str, tile: Tiling, rows: int, columns: int, depth4: int, offsets: str | None) -> str:
+def dot4_kernel(
+    name: str, tile: Tiling, rows: int, columns: int, depth4: int, offsets: str | None, poll: polls.Nest | None = None
+) -> str:
     """The VNNI micro-kernel for ``rows`` (<= MR) rows and the ``columns`` valid columns of one block.
 
     Signature as :func:`micro_kernel`'s with bytes: (a, w, bias, c, t0, t1, k0, k1): a holds unsigned
@@ -188,7 +223,7 @@ def dot4_kernel(name: str, tile: Tiling, rows: int, columns: int, depth4: int, o
     lines = [
         f"static __attribute__((noinline)) void {name}(const uint8_t *const *restrict a, const int8_t *restrict w, "
         "const int32_t *restrict bias, int32_t *const *restrict c, "
-        "ptrdiff_t t0, ptrdiff_t t1, ptrdiff_t k0, ptrdiff_t k1)",
+        "ptrdiff_t t0, ptrdiff_t t1, ptrdiff_t k0, ptrdiff_t k1" + (", int64_t *ctl)" if poll is not None else ")"),
         "{",
     ]
     for i in range(rows):
@@ -196,10 +231,12 @@ def dot4_kernel(name: str, tile: Tiling, rows: int, columns: int, depth4: int, o
     for i in range(rows):
         for v in range(nv):
             lines.append(f"    ia_vi c{i}_{v} = ia_viload(bias + {v * vl});")
-    lines.append("    for (ptrdiff_t t = t0; t < t1; t++) {")
+    tap_head, depth_head, depth_close = _tap_and_depth_loops(poll, 4)
+    lines += tap_head
     lines.append(f"        const ptrdiff_t off = {offsets}[t];" if offsets else "        const ptrdiff_t off = 0;")
     lines.append(f"        const int8_t *restrict wt = w + t * {depth4 * nr};")
-    lines.append("        for (ptrdiff_t k = k0; k < k1; k += 4) {")
+    lines += depth_head
+    lines[-1] += " {"
     for v in range(nv):
         lines.append(f"            const ia_vi w{v} = ia_viload(wt + k * {nr} + {v * vl * 4});")
     for i in range(rows):
@@ -208,6 +245,8 @@ def dot4_kernel(name: str, tile: Tiling, rows: int, columns: int, depth4: int, o
             lines.append(f"              c{i}_{v} = ia_vdot4(c{i}_{v}, x, w{v});")
         lines.append("            }")
     lines.append("        }")
+    if depth_close:
+        lines.append(depth_close)
     lines.append("    }")
     for i in range(rows):
         for v in range(nv):
@@ -234,10 +273,23 @@ class Product:
     integer: bool
     ranges: list[tuple[int, int, int, int]]
     dot4: bool = False  # the VNNI form: byte operands, depth = depth4 (a multiple of 4), one range
+    poll: polls.Nest | None = None  # how the micro-kernels poll (over [taps, depth steps]): place_polls
 
     @property
     def blocks(self) -> int:
         return -(-self.columns // self.tile.nr)
+
+    def place_polls(self, outer: list[int]) -> polls.Nest | None:
+        """Where the whole product polls, as a nest over ``outer`` (the caller's loops around one call of
+        a micro-kernel: units, column blocks) then the micro-kernel's taps and depth steps. A nest
+        inside the micro-kernel is kept in :attr:`poll` for the kernels to place; one outside is the
+        caller's to place."""
+        step = 4 if self.dot4 else 1  # the VNNI kernels step over the depth by four bytes
+        unit = self.tile.mr * self.tile.nr * step
+        nest = polls.plan([*outer, self.taps, self.depth // step], polls.PRODUCT_WORK, unit)
+        if nest is not None and nest.level >= len(outer):
+            self.poll = polls.Nest(nest.level - len(outer), nest.every, nest.innermost)
+        return nest
 
     def kernels(self, tile_rows: list[int]) -> str:
         """The micro-kernels for tiles of each height in ``tile_rows`` (full and last column block)."""
@@ -247,24 +299,26 @@ class Product:
             for columns in sorted({self.tile.nr if self.blocks > 1 else last, last}):
                 name = self.kernel_name(rows, columns)
                 if self.dot4:
-                    out.append(dot4_kernel(name, self.tile, rows, columns, self.depth, self.offsets))
+                    out.append(dot4_kernel(name, self.tile, rows, columns, self.depth, self.offsets, self.poll))
                     continue
-                out.append(
-                    micro_kernel(name, self.tile, rows, columns, self.taps, self.depth, self.offsets, self.integer)
-                )
+                tile, taps, depth, offsets = self.tile, self.taps, self.depth, self.offsets
+                out.append(micro_kernel(name, tile, rows, columns, taps, depth, offsets, self.integer, self.poll))
         return "\n".join(out)
 
     def kernel_name(self, rows: int, columns: int) -> str:
         return f"{self.prefix}mk{rows}x{columns}"
 
-    def calls(self, rows: int, a: str, c: str, block_loop: bool = True) -> list[str]:
+    def calls(self, rows: int, a: str, c: str, block_loop: bool = True, poll: str = "") -> list[str]:
         """C statements running the column blocks of one tile of ``rows`` rows; ``a`` / ``c`` name the
         row-pointer arrays, ``W`` / ``B`` the packed weights and bias in the caller. Without
-        ``block_loop``, only block ``nb`` (a variable of the caller's loop) runs."""
+        ``block_loop``, only block ``nb`` (a variable of the caller's loop) runs. ``poll``: a statement
+        run first for every block (the caller's poll, where :meth:`place_polls` put it there)."""
         last = self.columns - (self.blocks - 1) * self.tile.nr
         out_t = "int32_t" if self.integer else "float"
         w_t = "int8_t" if self.dot4 else "float"
         lines = [f"for (ptrdiff_t nb = 0; nb < {self.blocks}; nb++) {{" if block_loop else "{"]
+        if poll:
+            lines.append(f"    {poll}")
         lines.append(f"    const {w_t} *restrict wb = W + nb * {self.taps * self.depth * self.tile.nr};")
         lines.append(f"    const {out_t} *restrict bb = B + nb * {self.tile.nr};")
         lines.append(f"    {out_t} *cb[{rows}];")
@@ -275,7 +329,9 @@ class Product:
             for index, (t0, t1, k0, k1) in enumerate(self.ranges):
                 first = ", 1" if self.integer and index == 0 else (", 0" if self.integer else "")
                 first = "" if self.dot4 else first
-                out.append(f"{self.kernel_name(rows, columns)}({a}, wb, bb, cb, {t0}, {t1}, {k0}, {k1}{first});")
+                ctl = ", ctl" if self.poll is not None else ""
+                name = self.kernel_name(rows, columns)
+                out.append(f"{name}({a}, wb, bb, cb, {t0}, {t1}, {k0}, {k1}{first}{ctl});")
             return out
 
         if self.blocks == 1:

@@ -6,6 +6,10 @@ vectorises; with inner == 1 each result is one sequential loop. As in the numpy 
 taken in double and rounded once (the order of a double sum of float32 values changes its float32
 rounding only in ties of 1e-16 relative), int32 sums in 64 bits wrapped to 32; maximum and minimum keep
 the first of equal values and follow the NaN mode (``apply_max_s``).
+
+Long reductions poll the run's control block (:mod:`..polls`): on one outer row in so many, or one row
+along the axis in so many, or in chunks of a row too long for one budget (the order of the fold is the
+same either way).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import dataclasses
 from .....tosa.attributes import NanPropagationMode
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
+from .. import polls
 from ..lowering import Kernel, NotNative, OpView, c_type, lowering, size
 
 _BYTES = {"double": 8, "float": 4, "int64_t": 8, "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1}
@@ -34,33 +39,61 @@ def _reduce(view: OpView, fold: _Fold) -> Kernel:
     outer, n, inner = size(shape[:axis]), shape[axis], size(shape[axis + 1 :])
     ct, out_ct = c_type(view.dtype(0)), c_type(view.out_dtype())
     if inner == 1:
-        body = f"""for (ptrdiff_t o = 0; o < {outer}; o++) {{
+        nest = polls.plan([outer, n], polls.ELEMENT_WORK)
+        declare, outer_poll, along = _polled(nest, "a", "1", str(n))
+        body = f"""{declare}
+for (ptrdiff_t o = 0; o < {outer}; o++) {{
+    {outer_poll}
     const {ct} *restrict p = X0 + o * {n};
     {ct} v = p[0];
     {fold.acc_type} acc = {fold.start};
-    for (ptrdiff_t a = 1; a < {n}; a++) {{ v = p[a]; acc = {fold.step}; }}
+    {along} {{ v = p[a]; acc = {fold.step}; }}{"}" if nest and nest.innermost else ""}
     Y0[o] = ({out_ct})({fold.finish});
 }}"""
         return Kernel(body, macs=size(shape))
     acc_size = inner * _BYTES[fold.acc_type]
+    nest = polls.plan([outer, n, inner], polls.ELEMENT_WORK)
+    declare, outer_poll, across = _polled(nest, "i", "0", str(inner))
+    fold_row = [
+        "{",
+        f"    const {ct} *restrict row = p + a * {inner};",
+        f"    {across} {{",
+        f"        const {ct} v = row[i];",
+        f"        const {fold.acc_type} acc = accs[i];",
+        f"        accs[i] = {fold.step};",
+        "    }" + ("}" if nest and nest.innermost else ""),
+        "}",
+    ]
+    if nest is not None and nest.level == 1:
+        rows = polls.blocked("a", 1, n, nest.every, fold_row)  # blocks of rows: see polls.blocked
+    else:
+        rows = [f"for (ptrdiff_t a = 1; a < {n}; a++)", *fold_row]
+    rows_text = "\n".join(f"    {line}" for line in rows)
     body = f"""{fold.acc_type} *restrict accs = ({fold.acc_type} *)S0;
+{declare if nest is not None and nest.level == 0 else ""}
 for (ptrdiff_t o = 0; o < {outer}; o++) {{
+    {outer_poll}
     const {ct} *restrict p = X0 + o * {n * inner};
     for (ptrdiff_t i = 0; i < {inner}; i++) {{ const {ct} v = p[i]; accs[i] = {fold.start}; }}
-    for (ptrdiff_t a = 1; a < {n}; a++) {{
-        const {ct} *restrict row = p + a * {inner};
-        for (ptrdiff_t i = 0; i < {inner}; i++) {{
-            const {ct} v = row[i];
-            const {fold.acc_type} acc = accs[i];
-            accs[i] = {fold.step};
-        }}
-    }}
+{rows_text}
     for (ptrdiff_t i = 0; i < {inner}; i++) {{
         const {fold.acc_type} acc = accs[i];
         Y0[o * {inner} + i] = ({out_ct})({fold.finish});
     }}
 }}"""
     return Kernel(body, scratch=(acc_size,), macs=size(shape))
+
+
+def _polled(nest: polls.Nest | None, var: str, start: str, stop: str) -> tuple[str, str, str]:
+    """For a reduction's loops polled as ``nest`` says: the countdown's declaration, the poll first in an
+    outer row, and the head of the innermost loop (``var`` over [start, stop), chunked where the nest
+    polls there; its chunks' brace is closed by the caller)."""
+    declare = polls.declare() if nest is not None and not nest.innermost else ""
+    outer_poll = polls.poll(nest.every) if nest is not None and nest.level == 0 and not nest.innermost else ""
+    if nest is not None and nest.innermost:
+        head, _ = polls.chunked(var, start, stop, nest.every)
+        return declare, outer_poll, " ".join(line.strip() for line in head)
+    return declare, outer_poll, f"for (ptrdiff_t {var} = {start}; {var} < {stop}; {var}++)"
 
 
 @lowering(Op.REDUCE_SUM)

@@ -11,6 +11,10 @@ as it does the numpy kernels' BLAS order. Integer results are exact (see :mod:`.
 DEPTHWISE_CONV2D runs over channels with vectors (multiplier 1) or per element; the pools over the
 valid window of each output (padding is never materialised: an average divides by the valid count,
 and a maximum never sees a padding value, since every window holds an input element).
+
+Every loop whose work can be large polls the run's control block where :mod:`..polls` places it: the
+products in their units, column blocks or micro-kernels, depthwise convolutions and pools in their
+output rows, columns or window rows, and the prologues' copies and packing in their rows.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .....tosa.attributes import NanPropagationMode
 from .....tosa.dtypes import DType
 from .....tosa.operators import Op
 from ...numerics import wrap
+from .. import polls
 from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size
 from . import gemm
 
@@ -52,9 +57,12 @@ def _padded_copy(
     ph, pw = h + top + bottom, w + left + right
     target = out
     convert = f"({target})((int32_t)src[j] - {zero_point})" if integer else "src[j]"
+    declare, poll = polls.countdown(n * ph, pw * c)
     return f"""{target} *restrict P = ({target} *)S0;
+{declare}
 for (ptrdiff_t b = 0; b < {n}; b++)
     for (ptrdiff_t py = 0; py < {ph}; py++) {{
+        {poll}
         {target} *restrict row = P + (b * {ph} + py) * {pw * c};
         const ptrdiff_t iy = py - {top};
         if (iy < 0 || iy >= {h}) {{ memset(row, 0, {pw * c} * sizeof({target})); continue; }}
@@ -64,6 +72,11 @@ for (ptrdiff_t b = 0; b < {n}; b++)
         for (ptrdiff_t j = 0; j < {w * c}; j++) dst[j] = {convert};
         memset(row + {(left + w) * c}, 0, {right * c} * sizeof({target}));
     }}"""
+
+
+def _scoped(pieces: list[str]) -> str:
+    """A prologue of several pieces, each in a block of its own (each may declare a poll countdown)."""
+    return "\n".join(f"{{\n{piece}\n}}" for piece in pieces)
 
 
 def _check_windows(view: OpView, size_in: int, pad: int, kernel: int, stride: int, dilation: int, out: int) -> None:
@@ -136,6 +149,8 @@ def _conv_kernel(
     row, image = pw * depth, ph * pw * depth
     table = ", ".join(str(ky * dy * row + kx * dx * depth) for ky in range(kh) for kx in range(kw))
     remainder = rows % tile.mr
+    units = -(-rows // tile.mr)
+    declare, unit_poll, block_poll = _unit_polls(product.place_polls([units, product.blocks]), 2)
     helpers = [
         f"static const ptrdiff_t {product.offsets}[{product.taps}] = {{{table}}};",
         product.kernels([tile.mr, remainder or tile.mr]),
@@ -145,7 +160,9 @@ def _conv_kernel(
         f"const {a_t} *restrict P = {source};",
         f"const {w_t} *restrict W = {weights};",
         f"const {out_t} *restrict B = {bias};",
+        *declare,
         "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
+        *unit_poll,
         f"    const ptrdiff_t m0 = tile * {tile.mr};",
         f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
         f"    const {a_t} *a[{tile.mr}];",
@@ -156,24 +173,40 @@ def _conv_kernel(
         f"        c[i] = Y0 + m * {oc};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
-        *(f"        {line}" for line in product.calls(tile.mr, "a", "c")),
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", poll=block_poll)),
         "    }",
     ]
     if remainder:
-        body += ["    else {", *(f"        {line}" for line in product.calls(remainder, "a", "c")), "    }"]
+        calls = product.calls(remainder, "a", "c", poll=block_poll)
+        body += ["    else {", *(f"        {line}" for line in calls), "    }"]
     if view.epilogue:
         body.append("    " + view.epilogue.loop(f"Y0 + m0 * {oc}", f"rows * {oc}", view.tools))
     body.append("}")
     return Kernel(
         "\n".join(body),
-        prologue="\n".join(prologue),
+        prologue=_scoped(prologue),
         helpers="\n".join(helpers),
         scratch=tuple(scratch),
         arrays=arrays,
-        units=-(-rows // tile.mr),
+        units=units,
         macs=rows * oc * product.taps * ic,
+        poll_work=polls.PRODUCT_WORK,
         vectors=True,
     )
+
+
+def _unit_polls(nest: polls.Nest | None, outer: int) -> tuple[list[str], list[str], str]:
+    """From where a product polls (:meth:`gemm.Product.place_polls` over ``outer`` loops of the driver:
+    units, then column blocks where the driver loops over them): the countdown's declaration before the
+    unit loop, the statements first in a unit, and the poll first in a column block. Where the
+    micro-kernels poll, a unit only looks at the stop word, so a stopped run leaves its units at once."""
+    if nest is None:
+        return [], [], ""
+    if nest.level >= outer:
+        return [], ["    if (ia_stopped(ctl)) return;"], ""
+    if nest.level == 0:
+        return [polls.declare()], [f"    {polls.poll(nest.every)}"], ""
+    return [polls.declare()], [], polls.poll(nest.every)
 
 
 def _dot4_weights(view: OpView, zp_w: int) -> np.ndarray | None:
@@ -205,9 +238,12 @@ def _byte_copy(
             for (ptrdiff_t k = 0; k < {c}; k++) dst[x * {depth4} + k] = (uint8_t)((int32_t)src[x * {c} + k] + 128);
             memset(dst + x * {depth4} + {c}, {fill}, {depth4 - c});
         }}"""
+    declare, poll = polls.countdown(n * ph, pw * depth4)
     return f"""uint8_t *restrict P = (uint8_t *)S0;
+{declare}
 for (ptrdiff_t b = 0; b < {n}; b++)
     for (ptrdiff_t py = 0; py < {ph}; py++) {{
+        {poll}
         uint8_t *restrict row = P + (b * {ph} + py) * {pw * depth4};
         const ptrdiff_t iy = py - {top};
         if (iy < 0 || iy >= {h}) {{ memset(row, {fill}, {pw * depth4}); continue; }}
@@ -290,15 +326,19 @@ def _conv_operands(
             if integer
             else (f"X1[(col * {taps} + t) * {depth} + k]")
         )
+        declare, poll = polls.countdown(blocks * taps * depth, nr)
         prologue.append(
             f"""float *restrict PW = (float *)S{k};
+{declare}
 for (ptrdiff_t nb = 0; nb < {blocks}; nb++)
     for (ptrdiff_t t = 0; t < {taps}; t++)
-        for (ptrdiff_t k = 0; k < {depth}; k++)
+        for (ptrdiff_t k = 0; k < {depth}; k++) {{
+            {poll}
             for (ptrdiff_t j = 0; j < {nr}; j++) {{
                 const ptrdiff_t col = nb * {nr} + j;
                 PW[((nb * {taps} + t) * {depth} + k) * {nr} + j] = col < {columns} ? {convert} : 0.0f;
-            }}"""
+            }}
+        }}"""
         )
         weights = f"(const float *)S{k}"
         w_bound = gemm.magnitude(_INT8_RANGE, zp_w) if integer else 0
@@ -355,26 +395,29 @@ def matmul(view: OpView) -> Kernel:
     else:
         b_bound = gemm.magnitude(_INT8_RANGE, zp_b)
         convert = f"(float)((int32_t)src[k * {w} + col] - {zp_b})" if integer else f"src[k * {w} + col]"
+        declare, poll = polls.countdown(batch * blocks * c, tile.nr)
         prologue.append(
             f"""float *restrict PB = (float *)S{len(scratch)};
+{declare}
 for (ptrdiff_t b = 0; b < {batch}; b++)
     for (ptrdiff_t nb = 0; nb < {blocks}; nb++) {{
         const {c_type(view.dtype(1))} *restrict src = X1 + b * {c * w};
         float *restrict dst = PB + b * {panel} + nb * {c * tile.nr};
-        for (ptrdiff_t k = 0; k < {c}; k++)
+        for (ptrdiff_t k = 0; k < {c}; k++) {{
+            {poll}
             for (ptrdiff_t j = 0; j < {tile.nr}; j++) {{
                 const ptrdiff_t col = nb * {tile.nr} + j;
                 dst[k * {tile.nr} + j] = col < {w} ? {convert} : 0.0f;
             }}
+        }}
     }}"""
         )
         weights = f"(const float *)S{len(scratch)}"
         scratch.append(batch * panel * 4)
     if integer:
-        prologue.append(
-            f"""float *restrict PA = (float *)S{len(scratch)};
-for (ptrdiff_t j = 0; j < {batch * h * c}; j++) PA[j] = (float)((int32_t)X0[j] - {zp_a});"""
-        )
+        head, close = polls.innermost_loop("j", batch * h * c, polls.plan([batch * h * c], polls.ELEMENT_WORK))
+        loop = "\n".join([*head[:-1], f"{head[-1]} PA[j] = (float)((int32_t)X0[j] - {zp_a});", close])
+        prologue.append(f"float *restrict PA = (float *)S{len(scratch)};\n{loop}")
         a_source = f"(const float *)S{len(scratch)}"
         scratch.append(batch * h * c * 4)
     else:
@@ -407,11 +450,14 @@ def _matmul_kernel(
     tile = product.tile
     blocks, tiles = product.blocks, -(-h // tile.mr)
     remainder = h % tile.mr
+    declare, unit_poll, _ = _unit_polls(product.place_polls([batch * blocks * tiles]), 1)
     body = [
         f"const {a_t} *restrict A = {a_source};",
+        *declare,
         # A unit is one tile of rows in one column block, in (batch, block, tile) order: a stretch of units
         # keeps one block's packed panel of B in cache while the tiles of A pass by.
         "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
+        *unit_poll,
         f"    const ptrdiff_t b = unit / {blocks * tiles}, nb = (unit / {tiles}) % {blocks};",
         f"    const ptrdiff_t m0 = (unit % {tiles}) * {tile.mr};",
         f"    const ptrdiff_t rows = {h} - m0 < {tile.mr} ? {h} - m0 : {tile.mr};",
@@ -433,12 +479,13 @@ def _matmul_kernel(
     body.append("}")
     return Kernel(
         "\n".join(body),
-        prologue="\n".join(prologue),
+        prologue=_scoped(prologue),
         helpers=product.kernels([tile.mr, remainder or tile.mr]),
         scratch=tuple(scratch),
         arrays=arrays,
         units=batch * blocks * tiles,
         macs=batch * h * w * c,
+        poll_work=polls.PRODUCT_WORK,
         vectors=True,
     )
 
@@ -456,9 +503,12 @@ def _matmul_dot4(view: OpView, zp_a: int, constant_b: np.ndarray | None) -> Kern
     fill = zp_a + 128
     scratch = [batch * h * depth4]
     arrays: dict[str, np.ndarray] = {}
+    declare, poll = polls.countdown(batch * h, depth4)
     prologue = [
         f"""uint8_t *restrict PA = (uint8_t *)S0;
+{declare}
 for (ptrdiff_t r = 0; r < {batch * h}; r++) {{
+    {poll}
     for (ptrdiff_t k = 0; k < {c}; k++) PA[r * {depth4} + k] = (uint8_t)((int32_t)X0[r * {c} + k] + 128);
     for (ptrdiff_t k = {c}; k < {depth4}; k++) PA[r * {depth4} + k] = {fill};
 }}"""
@@ -473,11 +523,14 @@ for (ptrdiff_t r = 0; r < {batch * h}; r++) {{
     else:
         # B is int8 with zero point 0: its bytes are the signed operand as they are. The column sums
         # wrap like the accumulator (at most 2**16 terms of 8 bits: no int64 needed beyond the sum).
+        declare, poll = polls.countdown(batch * blocks * tile.nr, depth4)
         prologue.append(
             f"""int8_t *restrict PW = (int8_t *)S1;
 int32_t *restrict PB = (int32_t *)S2;
+{declare}
 for (ptrdiff_t b = 0; b < {batch}; b++)
     for (ptrdiff_t j = 0; j < {blocks * tile.nr}; j++) {{
+        {poll}
         const ptrdiff_t nb = j / {tile.nr}, n = j % {tile.nr};
         int8_t *restrict dst = PW + b * {panel} + nb * {depth4 * tile.nr} + n * 4;
         int64_t sum = 0;
@@ -534,10 +587,14 @@ def depthwise_conv2d(view: OpView) -> Kernel:
         k = len(scratch)
         scratch.append(taps * width * 4)
         value = f"({elem})((int32_t)X1[t * {oc} + j] - {zp_w})" if integer else f"X1[t * {oc} + j]"
+        declare, poll = polls.countdown(taps, width)
         prologue.append(
             f"""{elem} *restrict PW = ({elem} *)S{k};
-for (ptrdiff_t t = 0; t < {taps}; t++)
-    for (ptrdiff_t j = 0; j < {width}; j++) PW[t * {width} + j] = j < {oc} ? {value} : 0;"""
+{declare}
+for (ptrdiff_t t = 0; t < {taps}; t++) {{
+    {poll}
+    for (ptrdiff_t j = 0; j < {width}; j++) PW[t * {width} + j] = j < {oc} ? {value} : 0;
+}}"""
         )
         w_ptr = f"(const {elem} *)S{k}"
     if view.values[2] is not None:
@@ -555,13 +612,17 @@ for (ptrdiff_t j = 0; j < {width}; j++) PB[j] = j < {oc} ? X2[{spread}] : 0;"""
     row = pw * c
     offsets = [ky * dy * row + kx * dx * c for ky in range(kh) for kx in range(kw)]
     table = f"static const ptrdiff_t {view.prefix}taps[{taps}] = {{{', '.join(map(str, offsets))}}};"
+    nest = polls.plan([n * oh, ow], polls.DEPTHWISE_WORK, oc * taps)  # rows, columns: a countdown in either
     head = [
         f"const {elem} *restrict P = {f'(const {elem} *)S0' if padded else 'X0'};",
         f"const {elem} *restrict W = {w_ptr};",
         f"const {elem} *restrict B = {b_ptr};",
+        *([polls.declare()] if nest else []),
         "for (ptrdiff_t r = lo; r < hi; r++) {",
+        *([f"    {polls.poll(nest.every)}"] if nest and nest.level == 0 else []),
         f"    const ptrdiff_t b = r / {oh}, oy = r % {oh};",
         f"    for (ptrdiff_t ox = 0; ox < {ow}; ox++) {{",
+        *([f"        {polls.poll(nest.every)}"] if nest and nest.level == 1 else []),
         f"        const {elem} *restrict base = P + b * {ph * row} + oy * {sy * row} + ox * {sx * c};",
         f"        {c_type(view.out_dtype())} *restrict o = Y0 + (r * {ow} + ox) * {oc};",
     ]
@@ -608,52 +669,64 @@ for (ptrdiff_t j = 0; j < {width}; j++) PB[j] = j < {oc} ? X2[{spread}] : 0;"""
     body.append("}")
     return Kernel(
         "\n".join(body),
-        prologue="\n".join(prologue),
+        prologue=_scoped(prologue),
         helpers=table,
         scratch=tuple(scratch),
         arrays=arrays,
         units=n * oh,
         macs=n * oh * ow * oc * taps,
+        poll_work=polls.DEPTHWISE_WORK,
         vectors=not integer and mult == 1,
     )
 
 
 # -- pools -------------------------------------------------------------------------------------------------
-def _pool_head(view: OpView) -> tuple[list[str], tuple[int, ...]]:
+def _pool_head(view: OpView) -> tuple[list[str], tuple[int, ...], polls.Nest | None]:
+    """The loops over output rows and columns of a pool, and where its nest of loops polls (over output
+    rows, columns, window rows and window columns: a countdown at any of them)."""
     attr = view.attribute
     n, h, w, c = view.inputs[0].shape
     _, oh, ow, _ = view.outputs[0].shape
     ky, kx = attr.kernel
     sy, sx = attr.stride
     top, _, left, _ = attr.pad
+    nest = polls.plan([n * oh, ow, ky, kx], polls.ELEMENT_WORK, c)
     lines = [
+        *([polls.declare()] if nest else []),
         "for (ptrdiff_t r = lo; r < hi; r++) {",
+        *([f"    {polls.poll(nest.every)}"] if nest and nest.level == 0 else []),
         f"    const ptrdiff_t b = r / {oh}, oy = r % {oh};",
         f"    const ptrdiff_t y0 = oy * {sy} - {top}, y1 = y0 + {ky};",
         f"    const ptrdiff_t ya = y0 < 0 ? 0 : y0, yb = y1 > {h} ? {h} : y1;",
         f"    for (ptrdiff_t ox = 0; ox < {ow}; ox++) {{",
+        *([f"        {polls.poll(nest.every)}"] if nest and nest.level == 1 else []),
         f"        const ptrdiff_t x0 = ox * {sx} - {left}, x1 = x0 + {kx};",
         f"        const ptrdiff_t xa = x0 < 0 ? 0 : x0, xb = x1 > {w} ? {w} : x1;",
         f"        {c_type(view.out_dtype())} *restrict o = Y0 + (r * {ow} + ox) * {c};",
     ]
-    return lines, (n, h, w, c, oh)
+    return lines, (n, h, w, c, oh), nest
 
 
-def _window_loop(ct: str, c: int, h: int, w: int, statement: str) -> list[str]:
-    """Statements running ``statement`` for every channel j of every valid input pixel p of the window."""
+def _window_loop(ct: str, c: int, h: int, w: int, statement: str, nest: polls.Nest | None) -> list[str]:
+    """Statements running ``statement`` for every channel j of every valid input pixel p of the window,
+    with the poll of ``nest`` where it is in the window's rows or columns."""
+    row_poll = f" {{ {polls.poll(nest.every)}" if nest and nest.level == 2 else ""
+    column_poll = [f"                {polls.poll(nest.every)}"] if nest and nest.level == 3 else []
     return [
-        "        for (ptrdiff_t iy = ya; iy < yb; iy++)",
+        f"        for (ptrdiff_t iy = ya; iy < yb; iy++){row_poll}",
         "            for (ptrdiff_t ix = xa; ix < xb; ix++) {",
+        *column_poll,
         f"                const {ct} *restrict p = X0 + ((b * {h} + iy) * {w} + ix) * {c};",
         f"                for (ptrdiff_t j = 0; j < {c}; j++) {statement}",
         "            }",
+        *(["        }"] if row_poll else []),
     ]
 
 
 @lowering(Op.MAX_POOL2D)
 def max_pool2d(view: OpView) -> Kernel:
     dtype = view.dtype()
-    head, (n, h, w, c, oh) = _pool_head(view)
+    head, (n, h, w, c, oh), nest = _pool_head(view)
     ct = c_type(dtype)
     if dtype is DType.FP32:
         ignore = view.attribute.nan_mode == NanPropagationMode.IGNORE
@@ -667,7 +740,7 @@ def max_pool2d(view: OpView) -> Kernel:
     body = [
         *head,
         f"        for (ptrdiff_t j = 0; j < {c}; j++) o[j] = ({ct})({init});",
-        *_window_loop(ct, c, h, w, step),
+        *_window_loop(ct, c, h, w, step, nest),
         "    }",
         "}",
     ]
@@ -680,7 +753,7 @@ def avg_pool2d(view: OpView) -> Kernel:
     sum minus zero points, scaled by reciprocal_scale(count) with apply_scale_32's rounding, plus the
     output zero point, saturated (the numpy kernel's steps)."""
     dtype = view.dtype()
-    head, (n, h, w, c, oh) = _pool_head(view)
+    head, (n, h, w, c, oh), nest = _pool_head(view)
     if c > _POOL_STACK_CHANNELS:
         raise NotNative(f"AVG_POOL2D over {c} channels")
     ct = c_type(dtype)
@@ -709,7 +782,7 @@ def avg_pool2d(view: OpView) -> Kernel:
         "        const int64_t count = (int64_t)(yb - ya) * (xb - xa);",
         f"        {acc_t} acc[{c}];",
         f"        for (ptrdiff_t j = 0; j < {c}; j++) acc[j] = 0;",
-        *_window_loop(ct, c, h, w, accumulate),
+        *_window_loop(ct, c, h, w, accumulate, nest),
         *finish,
         "    }",
         "}",
