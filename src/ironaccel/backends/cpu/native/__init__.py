@@ -7,7 +7,9 @@ computing them. So, where a C compiler is found, the CPU backend lowers a loaded
 per-user cache (:mod:`.toolchain`), and runs it with one foreign call (:mod:`.program`). The design,
 and what was rejected, is docs/adr/0011-cpu-native-code.md. Shared objects are opened once per process
 and closed when no program uses them (:mod:`.library`, docs/adr/0023-native-libraries-released-when-unused.md):
-a :class:`NativeProgram` must be released when it is unloaded.
+a :class:`NativeProgram` must be released when it is unloaded. A queued run can be cancelled, or stopped at
+its deadline, inside that one call: the code polls a control block between operators and inside long
+loops (:mod:`.control`, :mod:`.polls`, docs/adr/0028-native-runs-stop-at-checks.md).
 
 The numbers are the interpreter's: integer operators bit for bit (the same 64-bit steps as
 ``numerics.py``), fp32 elementwise operators as single IEEE operations or rounded once from double,
