@@ -3,9 +3,10 @@
 Every memory domain is host memory here, so each buffer is one numpy byte array: Host, Device and
 Shared are all host-visible and directly bindable, and binding never copies. Each queue is one worker
 thread running its submissions in order (started on demand, gone when idle); ``submit`` only enqueues.
-Runs stop at checkpoints (before every operator and loop iteration on the interpreter): a cancellation
-wins until the run ends, and a deadline ends the run where it is (runtime/event.py). A program's last
-operator may write its result straight into the bound output buffer (see ``_destinations``).
+Runs stop at checkpoints (before every operator and loop iteration on the interpreter; between operators
+and inside long loops of native code, ADR 0028): a cancellation wins until the run ends, and a deadline
+ends the run where it is (runtime/event.py). A program's last operator may write its result straight into
+the bound output buffer (see ``_destinations``).
 
 A program runs as native code where :mod:`.native` can compile it, else on the numpy interpreter.
 NVFP4 projections (ADR 0012) run on numpy in :mod:`.nvfp4`.
