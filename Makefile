@@ -123,7 +123,7 @@ models:
 	.venv-export/bin/python examples/export_models.py src/ironaccel/models
 
 # make bench - time the CPU backend against onnxruntime, IREE (llvm-cpu), torch eager and the TOSA reference
-# model on the same programs (about 2 minutes); writes benchmarks/results/cpu-<date>.md and .json.
+# model on the same programs (about 2 minutes); rewrites the current table, benchmarks/results/cpu.md (and .json).
 # BENCH_ARGS passes options through, e.g. BENCH_ARGS="--workloads conv,matmul --seconds 2".
 # This workplace sets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for old OpenBLAS builds; they hold numpy's
 # current OpenBLAS to AVX2 kernels, so the benchmark runs without them (the report names the kernel used).

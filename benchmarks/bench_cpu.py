@@ -229,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {', '.join(WORKLOADS)}")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma list of {', '.join(PEERS)}")
     parser.add_argument("--seconds", type=float, default=4.0, help="timing budget per workload (default 4)")
-    parser.add_argument("--out", default=str(HERE / "results"), help="folder for cpu-<date>.md / .json")
+    parser.add_argument(
+        "--out", default=str(HERE / "results" / "cpu.md"), help="the table (default %(default)s); .json beside it"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; write no result files")
-    parser.add_argument("--tag", default="", help="name the files cpu-<date>-<tag>.md / .json (keeps an earlier run)")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -267,11 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"cpu-{dt.date.today().isoformat()}{'-' + args.tag if args.tag else ''}"
-        stem.with_suffix(".md").write_text(text)
-        stem.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-        print(f"wrote {stem}.md and {stem}.json", file=sys.stderr)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {out} and {out.with_suffix('.json')}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The repeated paths of an execution device leave nothing for Python's cyclic collector.
 
 In a process that also holds a framework's objects, one full collection costs tens of milliseconds (up to
-139 ms with torch loaded on the benchmark machine, benchmarks/vulkan/NOTES.md v30), and it starts once
+139 ms with torch loaded, on the machine that runs the Vulkan benchmark), and it starts once
 enough container objects have survived. So a submission, a prepared launch or a user-API call that left a
 reference cycle, or kept a growing record, would bring those pauses to whoever runs it in a loop. With
 the collector off, each path runs many times; a full collection must then find nothing unreachable, and

@@ -13,6 +13,9 @@ Measured (see benchmarks/README.md, "virtio-accel"):
    the device reads and writes them in place: one copy);
 3. the bundled programs end to end: per-call latency, and throughput with several submissions in
    flight (``exe.submit`` x depth, then waits), virtio against local (target >= 0.9x local throughput).
+
+The run replaces its device's section of benchmarks/virtio/results.md (and its entry of results.json):
+one current table per device served, the others kept as they are.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from ironaccel.virtio.wire_constants import Opcode
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "src" / "ironaccel" / "models"
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results.md"
+TITLE = "# virtio-accel against the same backend locally"
 TARGET_OVERHEAD_US, TARGET_TRANSFER, TARGET_MODEL = 25.0, 0.8, 0.9
 DEPTH = 8  # submissions in flight for the throughput rows
 
@@ -239,11 +243,32 @@ def table(device: str, rt: list[dict[str, Any]], tr: list[dict[str, Any]], model
     return "\n".join(lines) + "\n"
 
 
+def machine(env: dict[str, Any]) -> str:
+    """The line under a device's tables that says where and when they were measured."""
+    return (
+        f"Measured {env['date']} on {env['host']} ({env['cpus']} CPUs, load {env['load'][0]:.2f}, Python"
+        f" {env['python']}), {env['seconds']:g} s per measurement.\n"
+    )
+
+
+def with_section(text: str, device: str, section: str) -> str:
+    """``text`` (results.md) with ``device``'s section replaced by ``section``, or added after the others."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            current = line.strip()
+            sections[current] = ""
+        if current is not None:
+            sections[current] += line
+    sections[section.splitlines()[0].strip()] = section
+    return TITLE + "\n\n" + "\n".join(body.rstrip("\n") + "\n" for body in sections.values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="the backend behind the daemon and run locally")
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per measurement")
-    parser.add_argument("--tag", default="", help="suffix for the result files")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
         "--pieces", metavar="MIB,...", help="measure the transfers once per piece size (MiB) the guest splits them into"
@@ -268,7 +293,6 @@ def main() -> int:
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(60)
-    text = table(args.device, rt, tr, models)
     env = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -278,16 +302,15 @@ def main() -> int:
         "device": args.device,
         "seconds": args.seconds,
     }
+    text = table(args.device, rt, tr, models) + "\n" + machine(env)
     print(text)
-    print(f"cpus {env['cpus']}, load {env['load'][0]:.2f}")
     if not args.no_write:
-        RESULTS.mkdir(exist_ok=True)
-        suffix = f"-{args.tag}" if args.tag else ""
-        stem = f"virtio-{args.device.replace(':', '-')}-{dt.date.today().isoformat()}{suffix}"
-        (RESULTS / f"{stem}.md").write_text(text + f"\n{env}\n")
-        payload = {"env": env, "round_trip": rt, "transfers": tr, "models": models}
-        (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"written: {RESULTS / stem}.md, .json")
+        RESULTS.write_text(with_section(RESULTS.read_text() if RESULTS.exists() else "", args.device, text))
+        store = RESULTS.with_suffix(".json")
+        payload = json.loads(store.read_text()) if store.exists() else {}
+        payload[args.device] = {"env": env, "round_trip": rt, "transfers": tr, "models": models}
+        store.write_text(json.dumps(payload, indent=2) + "\n")
+        print(f"written: the {args.device} section of {RESULTS} and {store}")
     return 0
 
 

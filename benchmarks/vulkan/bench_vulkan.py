@@ -20,8 +20,8 @@ Every timed window runs with Python's cyclic collector off, after a full collect
 
 The buffers are bound the same way at every submission, so the backend replays a direct recording (its
 kernels read and write these buffers; ADR 0008) after the first; no Vulkan timestamp query is read here,
-so there is no kernel-only figure. Writes results.md / results.json to --out (default
-benchmarks/vulkan/results) and prints the table last.
+so there is no kernel-only figure. Writes results.md / results.json to --out (default benchmarks/vulkan,
+the current table; scripts/gpu-check passes $OUT) and prints the table last.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ironaccel.tosa import ProgramBuilder, load  # noqa: E402
 from ironaccel.tosa.operators import Op  # noqa: E402
 
 TARGETS = {"matmul_fp32": 0.8, "matmul_fp16": 0.6, "add_1gib": 0.85}
-INT8_TARGET_TOPS = 600  # kernel throughput asked of INT8 MATMUL 8192^3 on the H200
+INT8_TARGET_TOPS = 600  # kernel throughput asked of INT8 MATMUL 8192^3 on a datacenter GPU
 LATENCY_TARGET_US = 20.0
 USAGE = BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE
 USAGE |= BufferUsage.TRANSFER_DESTINATION
@@ -61,8 +61,8 @@ USAGE |= BufferUsage.TRANSFER_DESTINATION
 @contextlib.contextmanager
 def collector_off() -> Iterator[None]:
     """A timed window: a full collection first, then Python's cyclic collector off until it ends (as timeit
-    does). A full collection of this process's heap, torch's objects included, took up to 139 ms on the
-    H100 and lands in whichever window its allocation count falls in (NOTES v29-v30)."""
+    does). A full collection of this process's heap, torch's objects included, takes tens of milliseconds
+    and would land in whichever window its allocation count falls in, as a slow outlier of that row."""
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -535,7 +535,7 @@ def run_iree(folder: Path, reps: int, device: str) -> tuple[dict[str, Any], list
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="nvidia")
-    parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--out", default=str(HERE), help="folder for results.md / .json (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     measurements = "matmul_fp32,matmul_fp16,matmul_int8,add,latency,models"
     parser.add_argument("--skip", default="", help=f"comma-separated: {measurements}")

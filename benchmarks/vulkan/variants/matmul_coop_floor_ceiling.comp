@@ -1,7 +1,0 @@
-#version 460
-// Load ceiling, 128 x 128: see matmul_coop_floor.glsl.
-#define COLUMN_GROUPS 2
-#define BUFFERS 1
-#define MODE 5
-#extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_floor.glsl"

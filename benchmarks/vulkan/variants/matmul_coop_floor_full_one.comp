@@ -1,7 +1,0 @@
-#version 460
-// The whole product, one shared buffer: see matmul_coop_floor.glsl.
-#define COLUMN_GROUPS 2
-#define BUFFERS 1
-#define MODE 0
-#extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_floor.glsl"

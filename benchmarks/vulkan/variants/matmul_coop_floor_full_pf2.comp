@@ -1,5 +1,0 @@
-#version 460
-// The whole product with slices touched 2 steps ahead: see matmul_coop_floor.glsl.
-#define PREFETCH 2
-#extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_floor.glsl"

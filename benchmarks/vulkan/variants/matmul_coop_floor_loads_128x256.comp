@@ -1,7 +1,0 @@
-#version 460
-// Global loads only, 128 x 256: see matmul_coop_floor.glsl.
-#define COLUMN_GROUPS 4
-#define BUFFERS 1
-#define MODE 3
-#extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_floor.glsl"

@@ -1,6 +1,0 @@
-#version 460
-// The staging floor, restrict operands: see matmul_coop_floor.glsl.
-#define MODE 1
-#define COOP_OPERANDS restrict readonly
-#extension GL_GOOGLE_include_directive : require
-#include "matmul_coop_floor.glsl"
