@@ -49,8 +49,8 @@ class Settings:
     # Where compiled programs are kept (IRONACCEL_CPU_NATIVE_CACHE); None: $XDG_CACHE_HOME/ironaccel/cpu-native.
     cpu_native_cache: str | None = None
     # Vulkan devices enable workgroup-scope cooperative matrices where they have them, and fp16 MATMUL
-    # runs on the kernel written for them (IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Off by default: on the
-    # H200 that kernel took 18.8 ms for 8192^3 against matmul_coop's 4.6 ms (ADR 0020).
+    # runs on the kernel written for them (IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Off by default: where it
+    # was measured, that kernel was slower than matmul_coop, whose staging we schedule ourselves (ADR 0020).
     vulkan_workgroup_matrices: bool = False
     # The command line shows the traceback of a failed command instead of one line (IRONACCEL_DEBUG=1).
     debug: bool = False

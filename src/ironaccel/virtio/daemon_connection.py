@@ -88,8 +88,8 @@ class DeviceOptions:
 
 def default_poll_s() -> float:
     """50 us where a spare core lets a spinning thread help; 0 on a host of fewer than 4 cores, where
-    the spin competes with the very guest it waits for (measured: an echo round trip of 38 us without
-    the poll, 109 us with it, on 2 busy cores; 54 us without and 33 us with it on 16 cores)."""
+    the spin competes with the very guest it waits for and makes round trips slower, not faster (ADR
+    0010, "Consequences")."""
     return 50e-6 if (os.cpu_count() or 1) >= 4 else 0.0
 
 

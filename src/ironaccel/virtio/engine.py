@@ -58,8 +58,8 @@ from .wire_structs import WireConfig
 log = logging.getLogger("ironaccel.virtio.engine")
 
 # How long after its SUBMIT a POLL_EVENT may wait for work to end. Without it, a backend that runs work
-# on its own thread (the CPU queue) had to win the interpreter from the thread serving the guest's
-# polls: a 1-operator call through the daemon took 0.76 ms (benchmarks/virtio, ADR 0010).
+# on its own thread (the CPU queue) has to win the interpreter from the thread serving the guest's polls,
+# and a small program's call costs a round of polls instead of one answer (ADR 0010 gives the figures).
 POLL_LINGER_S = 500e-6
 
 

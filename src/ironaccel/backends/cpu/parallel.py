@@ -3,7 +3,7 @@ split their own work across a small pool instead.
 
 Why not let OpenBLAS thread each call: its workers spin and then sleep between calls, so on a busy
 machine (or with a program of many small products) a two-thread GEMM waits a scheduler tick for the
-second thread: a 0.1 ms product measured 7 ms. Splitting ourselves also runs the im2col copies in
+second thread, many times what a small product takes (ADR 0011). Splitting ourselves also runs the im2col copies in
 parallel, which BLAS threading never does, and chunks go to whichever thread asks next. A kernel
 splits only while a CPU is idle (:func:`split_threads`): with every core busy, waiting for a
 descheduled helper costs more than the helper saves.
@@ -124,10 +124,10 @@ def _idle_cpus(cpus: int) -> int:
     (this one included).
 
     A split that hands chunks to a helper only pays when the helper gets a CPU at once: on a machine
-    whose cores are all busy (measured here with other jobs running), a two-way split of a conv2d took a
-    median 3.1 ms against 2.1 ms on one thread, waiting for the descheduled helper; on a free core the
-    same split halves the time. So the split is used only while a core is idle (like OpenMP's dynamic
-    thread adjustment). Where /proc/loadavg is absent, every core counts as idle."""
+    whose cores are all busy, the caller waits for the descheduled helper and the split is slower than
+    one thread (ADR 0011); on a free core the same split halves the time. So the split is used only while
+    a core is idle (like OpenMP's dynamic thread adjustment). Where /proc/loadavg is absent, every core
+    counts as idle."""
     try:
         with open("/proc/loadavg") as f:
             running = int(f.read().split()[3].split("/")[0])
@@ -226,8 +226,8 @@ def _nothing() -> None:
 
 def wake(threads: int) -> None:
     """Hand the helpers an empty task, so that ``threads - 1`` of them are awake when a parallel_for
-    follows shortly: a helper asleep on an idle CPU takes about 0.1 ms to start (measured on a virtual
-    machine), about the time of a small operator that runs before a large one."""
+    follows shortly: a helper asleep on an idle CPU takes about as long to start as a small operator
+    that runs before a large one takes to run, so waking it during that operator hides the start."""
     pool = _get_pool() if threads > 1 else None
     if pool is not None:
         for _ in range(min(pool.helpers, threads - 1)):

@@ -1,9 +1,9 @@
 """The process's one VkInstance, and the record of what the validation layer said.
 
-One instance serves every accelerator of the process: creating one costs about 0.1 s (0.3 s with the
-validation layer), and devices, not instances, are what an accelerator owns. It is created on first use
-and lives until the process ends (the loader's own state does too), so nothing can destroy it under a
-device.
+One instance serves every accelerator of the process: creating one takes a noticeable part of a second
+(more with the validation layer; ADR 0008), and devices, not instances, are what an accelerator owns. It
+is created on first use and lives until the process ends (the loader's own state does too), so nothing
+can destroy it under a device.
 
 Validation is never switched on here: the loader enables VK_LAYER_KHRONOS_validation when the
 environment asks (``VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation``, as ``make test`` sets it). When

@@ -11,11 +11,10 @@ find, no event to create.
 
 A ticket's run has finished when the semaphore's counter has reached it (vkGetSemaphoreCounterValue:
 every poll while a read is cheap or the word cannot show the ticket, else at most every
-SEMAPHORE_EVERY_S) or when the word shows it or a later marked ticket, whichever is seen first. On the
-H200 the driver's report of a signal took 18-64 us after the submit, from one machine session to the
-next, where the written word was seen after 20-22 us in every session; in the fast sessions an unmarked
-launch was seen finished through the semaphore after 16.7-20 us, a marked one after 20 us
-(benchmarks/vulkan/NOTES.md v11, v12, v14). So
+SEMAPHORE_EVERY_S) or when the word shows it or a later marked ticket, whichever is seen first. Neither
+signal is always the sooner: how late a driver reports a semaphore signal can change from one session of
+the same machine to the next, while the word is seen as soon as the device writes it, and the mark that
+writes it is device work an unmarked launch saves (ADRs 0016, 0017 and 0021 give the figures). So
 each route's launches are timed from the submit to the look that saw them finished (:mod:`.route_times`,
 ADR 0021), launches take the faster route, and one in PROBE_EVERY takes the other, to notice when it
 becomes the faster. Until both are timed, launches alternate.
@@ -327,12 +326,12 @@ class Launcher:
         return True
 
     def _spin(self, ticket: int, seconds: float) -> bool:
-        """Look (as ``reached`` does) for up to ``seconds``: whether the run finished. A blocking wait woke
-        tens of microseconds after the finish on the H200; a spin sees it at once, and most small runs end
-        within SPIN_S. Runs without the lock (the caller is a waiter, so nothing it reads is freed). A
-        racing ``reached`` or ``launch`` may overwrite the counter's buffer or the cached values meanwhile:
-        each holds something the counter or word showed, so it stays a lower bound, and a wrong guess about
-        marking costs one launch's route, never a result."""
+        """Look (as ``reached`` does) for up to ``seconds``: whether the run finished. A blocking wait may
+        wake tens of microseconds after the finish, as long as a small run takes; a spin sees it at once,
+        and most small runs end within SPIN_S. Runs without the lock (the caller is a waiter, so nothing it
+        reads is freed). A racing ``reached`` or ``launch`` may overwrite the counter's buffer or the cached
+        values meanwhile: each holds something the counter or word showed, so it stays a lower bound, and a
+        wrong guess about marking costs one launch's route, never a result."""
         clock = time.perf_counter
         end = clock() + seconds
         while not self.closed:

@@ -17,9 +17,9 @@ Domains, in the order of preference of memory types:
 
 Reads from a mapping that is not host-cached (device-local memory behind a PCIe BAR on a discrete
 GPU) go through the stager as well, from ``STAGED_READ_BYTES`` up: the CPU reads such memory without
-caching, a few bytes per bus round trip (16 MiB through a virtio READ_BUFFER ran at 0.02 GB/s on an
-H200), while the device copies it to cached system memory at bus speed. Writes stay direct: they
-are combined into full bus transactions.
+caching, a few bytes per bus round trip (orders of magnitude below the bus's bandwidth; ADR 0008), while
+the device copies it to cached system memory at bus speed. Writes stay direct: they are combined into
+full bus transactions.
 
 Only coherent memory is mapped, so no flush or invalidate is needed; the queue submission that follows
 a host write makes it visible to the device, and each submission ends with a barrier that makes device
@@ -43,9 +43,8 @@ HOST_CACHED = 0x8
 _MAPPABLE = HOST_VISIBLE | HOST_COHERENT
 
 STAGING_BYTES = 4 << 20
-# Where an uncached read costs about what a staged one does, on the H200: reading through the mapping ran
-# at about 20 MB/s (50 us per KiB); a staged read of 1 KiB made a 1-operator call 60 us slower than the
-# direct read (benchmarks/vulkan/NOTES.md, v10).
+# Where an uncached read costs about what a staged one does: a staged read pays a fixed cost (a recording,
+# a submit, a wait for the copy) that below this size exceeds reading the mapping byte by byte (ADR 0008).
 STAGED_READ_BYTES = 2048
 
 

@@ -38,15 +38,18 @@ from .plan import ARENA_ALIGNMENT, Plan, place_barriers
 
 GEMV_TEAM = 64  # invocations splitting k per workgroup (a power of two), at most
 GEMV_ROWS = 4  # weight rows per workgroup: each x value loaded serves this many
-# (H200, n = k = 8192, benchmarks/vulkan/NOTES.md: 64 x 4 with 2 words was among the fastest at m = 1, 2, 8)
+# (more rows reuse x more but need registers: 64 x 4 with 2 words per step was among the fastest tiles at
+# small m, and 16 rows spilled; ADR 0012)
 GEMV_X_ROWS = 8  # rows of x per pass over the weights, at most
 GEMV_VEC = 2  # packed words per invocation per weight row and step, at most (fewer with more rows of x)
 SPLIT_WORKGROUP = 256  # invocations per row of x in nvfp4_split.comp (a power of two)
-COOP_SLICE = 1024  # columns of k per cooperative-matrix MATMUL, summed in fp32 (see nvfp4_finish.comp;
-# H200, m = 64, k = 8192: relative error 1.6e-6 with 512, 3.2e-6 with 1024, 2.6e-5 unsliced)
+COOP_SLICE = 1024  # columns of k per cooperative-matrix MATMUL, summed in fp32 (see nvfp4_finish.comp: the
+# device's accumulator loses precision with the length it sums; 1024 keeps results within 1e-5 while
+# giving small m more workgroups; ADR 0012)
 COOP_MAX_SLICES = 64  # beyond (k with no multiple of 16 near COOP_SLICE dividing it): the fp32 path
-# Rows of x from which a MATMUL path is taken (H200, n = k = 8192, benchmarks/vulkan/NOTES.md): the
-# cooperative-matrix path beat GEMV from m = 32, the fp32 one tied with it at 64.
+# Rows of x from which a MATMUL path is taken: the GEMV decodes the weights once per 8 rows of x, so its
+# time grows with m, while a MATMUL path decodes once and keeps its time nearly flat; the crossings were
+# measured (ADR 0012): the cooperative-matrix path from m = 32, the fp32 one from 64.
 COOP_FROM_M = 32
 TILED_FROM_M = 64
 

@@ -2,9 +2,8 @@
 
 A launch is seen finished either through the timeline semaphore's counter or, when it is *marked*,
 through a word of host memory its mark command buffer writes (:mod:`.launcher`). Which is sooner depends
-on the driver's state, and the mark itself costs device time: on the H200 a marked launch took 20.0 us
-and an unmarked one 16.7 us in one machine session, while in others the semaphore was reported 57 us
-after the submit and the word after 20 us (benchmarks/vulkan/NOTES.md v11, v14). Neither route's own
+on the driver's state, which can change between sessions of one machine, and the mark itself costs
+device time, which an unmarked launch saves (ADRs 0016 and 0021 give the figures). Neither route's own
 signals can settle it, since a marked launch's semaphore is signalled after its mark, so both routes are
 timed as the caller sees them: from the submit to the look that found the launch finished.
 

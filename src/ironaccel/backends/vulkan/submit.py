@@ -172,8 +172,8 @@ class Ring:
                 return []
             slot.waiters += 1
         try:
-            # A short spin first: vkWaitForFences woke ~40 us after the fence on the H200 where a poll saw
-            # it at once (ADR 0016), and most small submissions end within SPIN_S.
+            # A short spin first: vkWaitForFences may wake tens of microseconds after the fence where a poll
+            # sees it at once (ADR 0016), and most small submissions end within SPIN_S.
             lib, dev, clock = vk.lib, self.device.handle, time.perf_counter
             start = clock()
             spin = SPIN_S if timeout is None else min(SPIN_S, timeout)

@@ -10,7 +10,7 @@ The package's cffi declarations stop before this extension, so its structs are d
 private FFI with names of our own, and passed to the driver by address. Nothing here is enabled unless
 asked for (``open_accelerator(..., workgroup_matrices=True)`` or IRONACCEL_VULKAN_WORKGROUP_MATRICES=1);
 then fp16 MATMUL runs on ``shaders/matmul_wg_coop.comp`` where the device lists a configuration it fits
-(ADR 0020: off until the H200 says it is faster).
+(ADR 0020: off until a device measures it faster than ``matmul_coop.comp``).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
 // it an invocation's rows are TM / 4 runs of 4 spaced LM * 4 apart and its columns TN / 4 runs of 4
 // spaced LN * 4 apart, so a subgroup's shared reads per k touch LM vec4s of A and LN of B (16 vec4s
 // of B when subgroups spanned the tile's width), and neighbouring invocations write neighbouring vec4s of
-// the output. Each output is still one fma chain in k order: the placement changes no bit. (On the H100
-// this placement alone measured 30.47 against 29.50 ms for subgroups spanning the tile's width; with the
-// reads one k ahead below, 28.91 ms: benchmarks/vulkan/NOTES.md v18.)
+// the output. Each output is still one fma chain in k order: the placement changes no bit. (Fewer
+// wavefronts per read were not the bound: the placement alone was slightly slower than subgroups spanning
+// the tile's width, and it is the shared reads one k ahead below that make it faster; ADR 0008.)
 // The reduction runs in steps of BK: the A slice (BM x BK, stored transposed so a column of it is
 // contiguous) and the B slice (BK x BN) sit in shared memory as vec4s, so an invocation reads TM / 4 +
 // TN / 4 vectors per k for TM * TN fmas. Two shared buffers alternate: the next slice is read from global memory into
@@ -174,8 +174,8 @@ void main() {
     uint slice = gl_WorkGroupID.z % p.slices;
     // Tiles in bands of GROUP rows: workgroups launched together share GROUP panels of A and a
     // narrower band of B, so more of their global loads hit in L2. The mapping is one-to-one and changes no
-    // output's arithmetic. On the H200 it took 8192^3 from 30.79 to 29.60 ms (benchmarks/vulkan/NOTES.md
-    // v11); matmul_coop, bound elsewhere, did not gain.
+    // output's arithmetic. Large products gain a few percent (ADR 0008); matmul_coop, bound inside the
+    // workgroup rather than in L2, does not.
     uint nx = gl_NumWorkGroups.x;
     uint pid = gl_WorkGroupID.y * nx + gl_WorkGroupID.x;
     uint first = (pid / (GROUP * nx)) * GROUP;

@@ -6,8 +6,8 @@
 // A workgroup of 2 x COLUMN_GROUPS subgroups computes a 128 x (64 COLUMN_GROUPS) output tile (the
 // planner uses 2: 128 x 128), each subgroup a 64 x 64 block as 4 x 4 accumulator matrices: per 16-deep
 // step a subgroup loads 4 A and 4 B matrices from shared memory for 16 multiply-adds (with 8 subgroups
-// of 32 x 64 it was 6 loads for 8; on the H200 that layout took
-// 6.84 ms for 8192^3 against 4.58 ms for this one, benchmarks/vulkan/NOTES.md). C advances in steps
+// of 32 x 64 it was 6 loads for 8, and the kernel half again as slow: shared reads per multiply-add
+// bound it; ADR 0008). C advances in steps
 // of 32: the A slice (128 x 32) and the B slice (32 x BN) are read from global memory as 8 halves at a
 // time (uvec4: the fp16 bits are never converted on the way) into one of two shared buffers whose rows
 // are padded by 8 halves against bank conflicts; the next slice is read into registers before the
@@ -20,9 +20,8 @@
 // constants). With the shape compiled in, addresses fold into constant offsets, and where it divides
 // into whole tiles every bound check folds away too.
 //
-// Every fixed-count loop is marked [[unroll]]. On the H200 the same kernel without the marks took
-// 30.6 ms for 8192^3 (35.9 TFLOP/s), with them 6.7 ms (164 TFLOP/s; benchmarks/vulkan/NOTES.md): the
-// likely cause, arrays of matrices indexed by loops the driver left rolled, kept in local memory.
+// Every fixed-count loop is marked [[unroll]]: a driver that leaves such a loop rolled keeps the arrays of
+// matrices it indexes in local memory, and the kernel then runs several times slower (ADR 0008).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require

@@ -2,8 +2,8 @@
 // MATMUL fp16 x fp16 with fp32 accumulation on workgroup-scope cooperative matrices: a workgroup of
 // 256 invocations computes a 128 x 256 output tile in 32-deep steps, each step's slices loaded just
 // before their multiply-add through two-dimensional tensor layouts (any shape). Of the forms measured
-// on the H200 (benchmarks/vulkan/NOTES.md v13-v16) this one was the fastest: 7.4 ms at 8192^3 against
-// 18.8 ms for 128 x 128 tiles through three-dimensional layouts with the slices carried across steps.
+// this one was the fastest (ADR 0020): slices declared inside the loop carry no matrix between steps, and
+// two-dimensional layouts (the batch reached by an element offset) keep the kernel off the register limit.
 // Chosen at load instead of matmul_coop.comp only where the device was opened with workgroup matrices
 // and lists fp16 16 x 16 x 16 (or a finer granularity) with an fp32 accumulator at 256 invocations
 // (ops/matmul.py). The body: include/matmul_wg.glsl.

@@ -1,8 +1,8 @@
 #version 460
 // The end of an NVFP4 projection on the cooperative-matrix path: y[i] = act(sum_s c[s][i] * rowscale[row]
-// * ts). The MATMUL runs once per slice of k: a cooperative-matrix accumulator adds with less than
-// fp32's precision (on the H200, k = 8192 in one MATMUL came out 2.6e-5 off relative to the largest
-// result, in slices of 1024 3.2e-6), so the slices' results are summed here in fp32, in slice order. The sum is then
+// * ts). The MATMUL runs once per slice of k: a cooperative-matrix accumulator may add with less than
+// fp32's precision, an error that grows with the length of k it sums (ADR 0012 gives the figures), so the
+// slices' results are summed here in fp32, in slice order. The sum is then
 // undone of nvfp4_split.comp's row scaling (a power of two: exact) and multiplied
 // by the tensor scale (once; an infinite or NaN tensor scale was applied weight by weight by
 // nvfp4_decode16.comp and is not applied again). One dispatch per weight matrix; grid stride.

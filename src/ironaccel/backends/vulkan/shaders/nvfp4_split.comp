@@ -33,9 +33,9 @@ layout(push_constant, std430) uniform Params {
 shared float peak[WG];
 
 // v rounded to 11 significant bits (binary16's precision), to nearest even, in integer arithmetic:
-// the split must not depend on a compiler keeping a float -> binary16 -> float round trip (with
-// unpackHalf2x16(packHalf2x16(v)) the H200's results were as far off as if x_lo were 0). Infinities
-// and NaNs are returned as they are.
+// the split must not depend on a compiler keeping a float -> binary16 -> float round trip (a driver may
+// fold unpackHalf2x16(packHalf2x16(v)) back to v, and x_lo then comes out 0). Infinities and NaNs are
+// returned as they are.
 float high_part(float v) {
     uint b = floatBitsToUint(v);
     if ((b & 0x7f800000u) == 0x7f800000u) {

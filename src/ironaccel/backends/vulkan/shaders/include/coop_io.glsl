@@ -1,5 +1,5 @@
-// The bindings, push constants and shape of the cooperative-matrix MATMUL kernels (matmul_coop.comp and
-// its probe variants). Include after BM, BN and BK are defined.
+// The bindings, push constants and shape of the cooperative-matrix MATMUL kernels (matmul_coop.comp, and
+// candidate forms of it built for benchmarks/vulkan/probe_matmul.py). Include after BM, BN and BK are defined.
 //
 // Specialization constants 1-3 are H, C and W where the planner compiles the shape in (ops/matmul.py,
 // large products only; 0: read from the push constants, ADR 0022).

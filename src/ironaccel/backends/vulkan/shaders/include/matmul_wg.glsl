@@ -1,5 +1,5 @@
 // MATMUL fp16 x fp16 -> fp32 on workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2):
-// the body of matmul_wg_coop.comp and of the probe's variants of it (benchmarks/vulkan/variants).
+// the body of matmul_wg_coop.comp, and of candidate forms of it built for benchmarks/vulkan/probe_matmul.py.
 //
 // matmul_coop.comp holds 16 x 16 fragments per subgroup and writes the staging through shared memory
 // itself. Here a workgroup owns one TILE_M x TILE_N fp32 accumulator and, per TILE_K step, loads a
