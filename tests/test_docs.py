@@ -1,13 +1,20 @@
 """The user's documentation keeps up with the code: docs/operators.md is what scripts/operators-doc writes
 from the capability descriptors, docs/guide.md names every environment variable the package reads and
-every command, and the guide's Python snippets run as one session against the CPU backend."""
+every command, and the guide's Python snippets run as one session against the CPU backend.
+
+The benchmarks keep one current table per backend and no logs, every benchmarks/ path the tree names
+exists, and the package's comments quote no GPU model's timings: figures live in benchmarks/README.md
+and the ADRs, next to what they decided."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +106,127 @@ def test_the_guide_snippets_run_as_one_session(tmp_path: Path, monkeypatch: pyte
     finally:
         if "dev" in session:
             session["dev"].close()
+
+
+# ---- benchmarks and figures ------------------------------------------------------------------------------
+BENCHMARKS = ROOT / "benchmarks"
+# The one current table of each backend, which its script rewrites on every whole run.
+RESULT_TABLES = {
+    "cpu": "benchmarks/results/cpu.md",
+    "vulkan": "benchmarks/vulkan/results.md",
+    "virtio": "benchmarks/virtio/results.md",
+}
+# Files being reworded by others: they may still quote GPU timings until then.
+QUOTES_ALLOWED = {
+    "src/ironaccel/runtime/accelerator.py",
+    "src/ironaccel/runtime/session.py",
+    "src/ironaccel/runtime/backends.py",
+    "src/ironaccel/runtime/event.py",
+    "src/ironaccel/backends/cpu/accelerator.py",
+    "src/ironaccel/backends/cpu/native/program.py",
+    "src/ironaccel/backends/vulkan/accelerator.py",
+    "src/ironaccel/virtio/guest.py",
+    "src/ironaccel/virtio/guest_inline.py",
+    "src/ironaccel/conformance/faults.py",
+    "src/ironaccel/conformance/semantic.py",
+    # The device tier rule names data-centre GPU models; no timing.
+    "src/ironaccel/probe/vulkan.py",
+}
+QUOTE = re.compile(r"\bH[12]00\b|\bNOTES\b")
+C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+BENCHMARK_PATH = re.compile(r"\bbenchmarks/[A-Za-z0-9_./<>*-]*")
+
+
+def python_comments(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python source."""
+    found = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    found.append((first.lineno, first.value.value))
+    return found
+
+
+def c_comments(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every // and /* */ comment of a GLSL or C source."""
+    return [(source.count("\n", 0, m.start()) + 1, m.group()) for m in C_COMMENT.finditer(source)]
+
+
+def comments_quoting(path: Path) -> list[str]:
+    source = path.read_text()
+    comments = python_comments(source) if path.suffix == ".py" else c_comments(source)
+    found = ((line, QUOTE.search(text)) for line, text in comments)
+    return [f"{path.relative_to(ROOT)}:{line}: {quote.group()}" for line, quote in found if quote]
+
+
+def test_the_comment_scan_finds_quotes_in_comments_only() -> None:
+    source = '"""Measured on the H200."""\nGPUS = ("H100",)  # names\n# NOTES v3\nx = "NOTES"\n'
+    assert [t for _, t in python_comments(source) if QUOTE.search(t)] == ["# NOTES v3", "Measured on the H200."]
+    glsl = "uint h = 100u; // H100 took 4 ms\n/* see\n NOTES */ float x = 1.0;\n"
+    assert [line for line, t in c_comments(glsl) if QUOTE.search(t)] == [1, 2]
+
+
+def test_source_comments_quote_no_gpu_timings() -> None:
+    """Comments say why the code is shaped so; what a GPU measured belongs in benchmarks/README.md or an ADR
+    (the diary those comments cited is gone)."""
+    sources = [
+        path
+        for pattern in ("*.py", "*.comp", "*.glsl", "*.c", "*.h")
+        for path in sorted((ROOT / "src" / "ironaccel").rglob(pattern))
+        if str(path.relative_to(ROOT)) not in QUOTES_ALLOWED
+    ]
+    assert len(sources) > 100, "the source scan found too little"
+    quotes = [quote for path in sources for quote in comments_quoting(path)]
+    assert not quotes, "comments quote GPU figures or the old notes: " + "; ".join(quotes)
+
+
+def test_benchmarks_hold_no_logs() -> None:
+    logs = sorted(str(p.relative_to(ROOT)) for p in BENCHMARKS.rglob("*.log"))
+    assert not logs, f"benchmarks/ holds logs (a run's output goes to $OUT, not the tree): {logs}"
+
+
+def test_each_backend_keeps_one_results_table() -> None:
+    tables = {str(p.relative_to(ROOT)) for p in BENCHMARKS.rglob("*.md") if p.name != "README.md"}
+    assert tables == set(RESULT_TABLES.values()), (
+        f"benchmarks/ should hold exactly {sorted(RESULT_TABLES.values())} besides its README; found {sorted(tables)}"
+    )
+    assert sorted(p.name for p in BENCHMARKS.rglob("README.md")) == ["README.md"], "one README, benchmarks/README.md"
+    readme = (BENCHMARKS / "README.md").read_text()
+    for backend, table in RESULT_TABLES.items():
+        text = (ROOT / table).read_text()
+        assert re.search(r"^\|.*\|$", text, flags=re.MULTILINE), f"{table} ({backend}) has no table"
+        assert table.removeprefix("benchmarks/") in readme, f"benchmarks/README.md does not point at {table}"
+
+
+def test_named_benchmark_paths_exist() -> None:
+    """Docs, scripts, sources and tests name only benchmark files that are there."""
+    texts = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "docs").rglob("*.md"))]
+    # scripts/slang-glslang's docstring still names the old probe-kernel build; it is reworded elsewhere.
+    texts += [p for p in sorted((ROOT / "scripts").iterdir()) if p.is_file() and p.name != "slang-glslang"]
+    texts += [p for p in sorted(BENCHMARKS.rglob("*")) if p.suffix in (".py", ".md")]
+    texts += [p for ext in ("py", "comp", "glsl") for p in sorted((ROOT / "src" / "ironaccel").rglob(f"*.{ext}"))]
+    texts += sorted((ROOT / "tests").glob("*.py"))
+    missing = []
+    for path in texts:
+        for match in BENCHMARK_PATH.finditer(path.read_text()):
+            named = match.group().rstrip(".,:;)*")
+            if not (ROOT / named).exists():
+                missing.append(f"{path.relative_to(ROOT)} names {named}")
+    assert not missing, "; ".join(missing)
+
+
+def test_docs_cite_no_benchmark_diary() -> None:
+    """The per-version notes of the GPU work were folded into the ADRs and benchmarks/README.md."""
+    cited = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), BENCHMARKS / "README.md"]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\bNOTES\b", line)
+    ]
+    assert not cited, f"these lines cite the old benchmark notes: {cited}"
