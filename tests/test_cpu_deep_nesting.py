@@ -122,10 +122,10 @@ class _Loaded:
         acc.destroy_event(event)
         return int(np.frombuffer(bytes(acc.read_buffer(self.bufs[1], 0, 4)), np.int32)[0])
 
-    def inline(self, x: int) -> int:
+    def direct(self, x: int) -> int:
         """One run on the calling thread."""
         out = np.zeros(1, np.int32)
-        self.acc.run_inline(self.program, [np.array([x], np.int32)], [out])
+        self.acc.run_direct(self.program, [np.array([x], np.int32)], [out])
         return int(out[0])
 
     def close(self) -> None:
@@ -203,11 +203,11 @@ def test_programs_nested_as_deep_as_the_validator_allows_run_with_the_right_valu
         for x in (0, 5, -1):
             want = _expected(levels, trips, x)
             assert loaded.submit(x) == want
-            assert loaded.inline(x) == want
+            assert loaded.direct(x) == want
         # Where the caller's stack already holds most of what Python allows, and on a thread of its own.
-        assert _at_depth(60, lambda: loaded.inline(3)) == _expected(levels, trips, 3)
-        assert _in_thread(lambda: loaded.inline(7)) == _expected(levels, trips, 7)
-        assert _in_thread(lambda: _at_depth(60, lambda: loaded.inline(-2))) == _expected(levels, trips, -2)
+        assert _at_depth(60, lambda: loaded.direct(3)) == _expected(levels, trips, 3)
+        assert _in_thread(lambda: loaded.direct(7)) == _expected(levels, trips, 7)
+        assert _in_thread(lambda: _at_depth(60, lambda: loaded.direct(-2))) == _expected(levels, trips, -2)
     finally:
         loaded.close()
 

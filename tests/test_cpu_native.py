@@ -1,5 +1,5 @@
 """The CPU backend's native path (backends/cpu/native): generated C agrees with the numpy interpreter, it
-falls back to the interpreter whenever it cannot take a program, and the user API runs programs inline.
+falls back to the interpreter whenever it cannot take a program, and the user API runs programs directly.
 
 Agreement is the interpreter's own: integer programs bit for bit; fp32 arithmetic, comparisons and data
 movement bit for bit (NaN compared as NaN); fp32 functions evaluated in double within one ulp of the
@@ -82,18 +82,18 @@ def test_native_code_agrees_with_the_interpreter_on_the_bundled_programs(name):
         _same(want, got)  # int8: bit for bit
 
 
-def test_bundled_programs_run_natively_and_inline_through_the_user_api():
+def test_bundled_programs_run_natively_and_directly_through_the_user_api():
     with ia.open("cpu") as dev:
         for name in ("cnn_fp32", "attention_fp32", "cnn_int8"):
             exe = dev.compile(MODELS / f"{name}.tosa")
             loaded = dev.accelerator._objects[exe.program.id].native
             assert isinstance(loaded.compiled, native.NativeProgram), loaded.why
-            assert dev.accelerator.runs_inline(exe.program)
+            assert dev.accelerator.runs_direct(exe.program)
             before = dev.accelerator.live_resources()
-            (inline,) = exe(_model_input(name))
+            (direct,) = exe(_model_input(name))
             assert dev.accelerator.live_resources() == before  # no buffers, no events
             (queued,) = exe.submit(_model_input(name)).wait()
-            np.testing.assert_array_equal(inline, queued)
+            np.testing.assert_array_equal(direct, queued)
 
 
 # -- elementwise, against the interpreter -----------------------------------------------------------------
@@ -583,7 +583,7 @@ def test_objects_are_cached_by_source_and_a_shared_cache_directory_is_not_truste
     assert toolchain._private_dir(private) and not private.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-# -- threads and the inline runs --------------------------------------------------------------------------
+# -- threads and the direct runs --------------------------------------------------------------------------
 def _split_program():
     b = ProgramBuilder()
     conv = b.conv2d(
@@ -660,25 +660,25 @@ def _variable_program():
     return b.build()
 
 
-def test_run_inline_is_offered_only_for_programs_without_state_and_checks_its_arrays():
+def test_run_direct_is_offered_only_for_programs_without_state_and_checks_its_arrays():
     with ia.open("cpu") as dev:
         acc = dev.accelerator
         stateful = dev.compile(_variable_program())
-        assert not acc.runs_inline(stateful.program)
+        assert not acc.runs_direct(stateful.program)
         with pytest.raises(Unsupported):
-            acc.run_inline(stateful.program, [np.ones(4, np.float32)], [np.empty(4, np.float32)])
+            acc.run_direct(stateful.program, [np.ones(4, np.float32)], [np.empty(4, np.float32)])
         stateful(np.ones(4, np.float32))
         np.testing.assert_array_equal(stateful(np.ones(4, np.float32))[0], np.full(4, 2, np.float32))
 
         exe = dev.compile(_sine_program())
         x, out = np.ones(4, np.float32), np.empty(4, np.float32)
         # Runs finish on this thread here: nothing is started to finish later, and Device.empty is numpy's.
-        assert not acc.starts_inline(exe.program)
-        with pytest.raises(Unsupported, match="cannot start inline"):
-            acc.start_inline(exe.program, [x])
+        assert not acc.starts_direct(exe.program)
+        with pytest.raises(Unsupported, match="cannot start a direct run"):
+            acc.start_direct(exe.program, [x])
         made = dev.empty((2, 3), np.int8)
         assert type(made) is np.ndarray and made.shape == (2, 3) and made.dtype == np.int8
-        acc.run_inline(exe.program, [x], [out])
+        acc.run_direct(exe.program, [x], [out])
         np.testing.assert_allclose(out, np.sin(x), rtol=1e-6)
         for inputs, outputs in (
             ([x.astype(np.float64)], [out]),
@@ -688,7 +688,7 @@ def test_run_inline_is_offered_only_for_programs_without_state_and_checks_its_ar
             ([np.ones(8, np.float32)[::2]], [out]),  # not contiguous
         ):
             with pytest.raises(InvalidArgument):
-                acc.run_inline(exe.program, inputs, outputs)
+                acc.run_direct(exe.program, inputs, outputs)
         # In place through the user API still works: it takes the queue, which copies the input first.
         y = np.linspace(0, 1, 4, dtype=np.float32)
         expected = np.sin(y)
@@ -697,23 +697,23 @@ def test_run_inline_is_offered_only_for_programs_without_state_and_checks_its_ar
         np.testing.assert_allclose(y, expected, rtol=1e-6)
 
 
-def test_backends_offer_no_inline_runs_unless_they_say_so():
+def test_backends_offer_no_direct_runs_unless_they_say_so():
     from ironaccel.backends.cpu.accelerator import CpuAccelerator
 
     class Queued(CpuAccelerator):
-        def _inline(self, program):
+        def _direct(self, program):
             return None
 
     dev = Device(Queued(), "cpu-queued")
     try:
         exe = dev.compile(_sine_program())
-        assert not dev.accelerator.runs_inline(exe.program) and not exe._inline
+        assert not dev.accelerator.runs_direct(exe.program) and not exe._direct
         np.testing.assert_allclose(exe(np.zeros(4, np.float32))[0], np.zeros(4), atol=0)
     finally:
         dev.close()
 
 
-def test_rank_zero_tensors_run_inline():
+def test_rank_zero_tensors_run_directly():
     b = ProgramBuilder()
     x = b.input("x", (), "int32")
     b.output(b.add(x, b.const(np.array(5, np.int32))))

@@ -93,9 +93,9 @@ def _native(acc: CpuAccelerator, program) -> NativeProgram:
     return runner
 
 
-def _run_inline(acc: CpuAccelerator, program, x: np.ndarray) -> np.ndarray:
+def _run_direct(acc: CpuAccelerator, program, x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
-    acc.run_inline(program, [x], [out])
+    acc.run_direct(program, [x], [out])
     return out
 
 
@@ -108,7 +108,7 @@ def test_unloaded_programs_leave_at_most_the_idle_libraries_mapped_and_reload_co
     assert len(set(paths)) == len(sizes)
     mapped = _mapped()
     assert all(p in mapped for p in paths), "a loaded library is not mapped"
-    first = _run_inline(acc, programs[0], inputs[sizes[0]])
+    first = _run_direct(acc, programs[0], inputs[sizes[0]])
     np.testing.assert_array_equal(first, _expected(sizes[0], inputs[sizes[0]]))
     for p in programs:
         acc.unload_program(p)
@@ -125,7 +125,7 @@ def test_unloaded_programs_leave_at_most_the_idle_libraries_mapped_and_reload_co
     # Closed, then loaded again: opened anew, and the same results.
     again = acc.load_program(ctx, ArtifactRef(_program(sizes[0]), RESIDENT))
     assert str(_native(acc, again).library) == paths[0] and paths[0] in _mapped()
-    np.testing.assert_array_equal(_run_inline(acc, again, inputs[sizes[0]]), first)
+    np.testing.assert_array_equal(_run_direct(acc, again, inputs[sizes[0]]), first)
     acc.unload_program(again)
     acc.destroy_context(ctx)
 
@@ -232,7 +232,7 @@ def test_a_release_racing_runs_on_many_threads_never_closes_the_library_under_on
     assert not native._library.is_open and str(native.library) not in _mapped()
 
 
-def test_through_the_contract_an_inline_run_in_flight_blocks_the_unload_until_it_returns(acc, held_runs):
+def test_through_the_contract_a_direct_run_in_flight_blocks_the_unload_until_it_returns(acc, held_runs):
     entered, go = held_runs
     ctx = acc.create_context()
     program = _split_program()
@@ -240,7 +240,7 @@ def test_through_the_contract_an_inline_run_in_flight_blocks_the_unload_until_it
     native = _native(acc, handle)
     x = RNG.standard_normal((1, 48, 40, 8)).astype(np.float32)
     out = np.empty((1, 46, 38, 24), np.float32)
-    runner = threading.Thread(target=lambda: acc.run_inline(handle, [x], [out]), daemon=True)
+    runner = threading.Thread(target=lambda: acc.run_direct(handle, [x], [out]), daemon=True)
     runner.start()
     assert entered.wait(JOIN_S)
     with pytest.raises(ReleaseRejected) as refused:
@@ -283,7 +283,7 @@ def test_thousands_of_distinct_programs_keep_mappings_and_memory_flat(acc):
         handle = acc.load_program(ctx, ArtifactRef(write(b.build()), RESIDENT))
         value = np.full((1, n), 2, np.float32)
         out = np.empty_like(value)
-        acc.run_inline(handle, [value], [out])
+        acc.run_direct(handle, [value], [out])
         assert out[0, -1] == 6 and isinstance(_native(acc, handle), NativeProgram)
         acc.unload_program(handle)
         if i + 1 == warm_up:

@@ -14,7 +14,7 @@ Three kinds of evidence:
 * long runs through the execution contract (sizes from a calibration on this machine) end FAILED at a
   0.2 s deadline and CANCELLED soon after a cancel, well before their natural end, which is measured in
   the same test; nothing writes their outputs after the event is terminal; runs that are not stopped
-  give the same bits on the queue and the inline paths.
+  give the same bits on the queue and the direct paths.
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def test_polls_at_any_budget_never_change_a_bit(kind, shape, axis, budget, seed)
     assert _same_bits(again, plain)
 
 
-def test_inline_runs_pass_no_control_block_and_nothing_stops_them(monkeypatch):
+def test_direct_runs_pass_no_control_block_and_nothing_stops_them(monkeypatch):
     _lower_budgets(monkeypatch, 1, 1)
     program, inputs = CASES["exp"]()
     polled = compile_native(interpret(program))
@@ -408,9 +408,9 @@ def test_a_long_native_run_stops_at_its_deadline_and_when_cancelled_and_is_uncha
         loaded.acc.destroy_event(event)
         _still(loaded)
 
-        # After the stops, the inline path (no control block: nothing can stop it) gives the queue's bits.
-        inline = np.empty_like(queued)
-        loaded.acc.run_inline(loaded.program, inputs, [inline])
-        assert _same_bits(queued, inline), "the queue and the inline paths disagree"
+        # After the stops, the direct path (no control block: nothing can stop it) gives the queue's bits.
+        direct = np.empty_like(queued)
+        loaded.acc.run_direct(loaded.program, inputs, [direct])
+        assert _same_bits(queued, direct), "the queue and the direct paths disagree"
     finally:
         loaded.close()

@@ -58,7 +58,7 @@ def test_projection(dev, activation, m, n, k):
     exe = dev.compile(nvfp4.Projection(m=m, n=n, k=k, activation=activation))
     (y,) = exe(x, q.packed, q.scales, q.tensor_scale)
     _assert_close(y, _oracle(x, nvfp4.dequantize(q), activation))
-    # The queue path (submit) gives the same bits as the inline call.
+    # The queue path (submit) gives the same bits as the direct call.
     (queued,) = exe.submit(x, q.packed, q.scales, q.tensor_scale).wait()
     assert np.array_equal(queued, y)
     exe.close()

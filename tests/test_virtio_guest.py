@@ -205,17 +205,17 @@ def test_programs_run_on_guest_memory_arrays_give_local_outputs(host):
     np.testing.assert_array_equal(z, _local("cnn_fp32"))
 
 
-def test_submitted_calls_start_inline_and_finish_in_any_order(host):
-    """exe.submit through virtio starts an inline run (batch 1 now, batch 2 at wait): several in flight
+def test_submitted_calls_start_direct_runs_and_finish_in_any_order(host):
+    """exe.submit through virtio starts a direct run (batch 1 now, batch 2 at wait): several in flight
     at once, each on a staging set of its own, waited for out of order, give the local outputs; the
     program stays pinned until every run is finished, and nothing is left on the host after close."""
     x = _input("cnn_fp32")
     expected = _local("cnn_fp32")
     with ia.open(f"virtio:{host.path}") as dev:
         exe = dev.compile(MODELS / "cnn_fp32.tosa")
-        assert dev.accelerator.starts_inline(exe.program)
+        assert dev.accelerator.starts_direct(exe.program)
         with pytest.raises(InvalidArgument):  # checked before anything is sent; nothing stays pinned
-            dev.accelerator.start_inline(exe.program, [x.astype(np.float64)])
+            dev.accelerator.start_direct(exe.program, [x.astype(np.float64)])
         runs = [exe.submit(x * (i + 1)) for i in range(4)]
         assert all(r.event is None for r in runs)
         with pytest.raises(ReleaseRejected):

@@ -10,7 +10,9 @@ values of a timeline do: a backend with a native form (Vulkan: the recording and
 once, a timeline semaphore signalled per launch, ADR 0016) makes a launch one driver call.
 
 A backend's native form is a :class:`Launcher`; :class:`Resubmit` is the form every backend has, which
-launches through ``submit`` with the same bindings (so it behaves exactly as repeated submissions).
+launches through ``submit`` with the same bindings (so it behaves exactly as repeated submissions). The
+contract's methods (``prepare``, ``launch``, ``poll_launch``, ``wait_launch``, ``release_prepared``) are
+:class:`PreparedSubmissions`, a base of the Accelerator.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..core.errors import DeadlineExpired, InvalidArgument, IronAccelError
+from ..core.errors import Busy, DeadlineExpired, DeviceLost, InvalidArgument, IronAccelError
+from .bindings import Binder
+from .errors import ReleaseRejected
 from .event import EventState
+from .handles import Prepared, Program, Queue
+from .hooks import BackendHooks
+from .records import Record
+from .submission import positive_timeout
+from .types import Binding
 
 if TYPE_CHECKING:
     from .accelerator import Accelerator
-    from .handles import Event, Program, Queue
-    from .types import Binding
+    from .handles import Event
 
 
 class Launcher(Protocol):
@@ -124,3 +132,85 @@ class Resubmit:
     def destroy(self) -> None:
         with self._lock:
             self._closed = True
+
+
+class PreparedSubmissions(Binder):
+    """``prepare``, ``launch``, ``poll_launch``, ``wait_launch`` and ``release_prepared`` (a base of Accelerator)."""
+
+    @property
+    def launches_natively(self) -> bool:
+        """Whether ``launch`` is the backend's own (cheaper than ``submit``), not a ``submit`` each time."""
+        return type(self)._prepare is not BackendHooks._prepare
+
+    def prepare(self, queue: Queue, program: Program, bindings: Sequence[Binding]) -> Prepared:
+        """Check ``bindings`` once, for launching ``program`` on ``queue`` any number of times (``launch``).
+
+        Ownership: a new Prepared in the queue's context; until ``release_prepared`` the queue, the program
+        and the bound buffers cannot be released, and a bound buffer cannot be written while a launch runs
+        (Busy, as for pending submissions: write inputs once the last ticket is reached). Failure: nothing
+        retained. Copies: none (buffers are bound directly, as by ``submit``)."""
+        with self._lock:
+            qrec, prec, ranges, brecs = self._work(queue, program, bindings)
+            self._limit(queue.context, Prepared, self.device_info().limits.max_events_per_context)
+            native = self._guard(self._prepare, qrec.native, prec.native, ranges)
+            launcher = native if native is not None else Resubmit(self, queue, program, bindings)
+            handle = Prepared(self, self._ids.new(), queue.context)
+            held = [qrec, prec, *brecs]
+            for r in held:
+                r.holders.append(launcher)
+            self._add(Record(handle, launcher, queue.context, extra=held))
+            return handle
+
+    def launch(self, prepared: Prepared) -> int:
+        """Start one run of ``prepared``; returns its ticket (1 for the first launch, then one more each
+        time). Runs of one prepared submission finish in ticket order. Blocking: never. Failure: Busy when
+        the backend's runs in flight are at its limit, nothing started (observe some finish, then retry)."""
+        if self._poisoned is not None:
+            self._check_alive()
+        launcher = self._launcher(prepared)
+        try:  # _guard's body, written out: this is the hot path
+            return launcher.launch()
+        except DeviceLost as exc:
+            with self._lock:
+                self._poison(exc)
+            raise
+
+    def poll_launch(self, prepared: Prepared, ticket: int) -> bool:
+        """Whether the run of ``ticket`` (and every earlier one) has finished. Never blocks. Raises the error
+        a finished run failed with (reported once), DeviceLost where the device was lost."""
+        launcher = self._launcher(prepared)
+        try:  # _guard's body, written out: this runs on every poll
+            return bool(launcher.reached(ticket))
+        except DeviceLost as exc:
+            with self._lock:
+                self._poison(exc)
+            raise
+
+    def wait_launch(self, prepared: Prepared, ticket: int, timeout: float | None = None) -> None:
+        """Block until the run of ``ticket`` finished; DeadlineExpired after ``timeout`` seconds (None: no
+        limit), when it may be waited for again. Raises as ``poll_launch`` does."""
+        launcher = self._launcher(prepared)
+        if not self._guard(launcher.wait, ticket, None if timeout is None else positive_timeout(timeout)):
+            raise DeadlineExpired(f"launch {ticket} of {prepared!r} still running after {timeout} s")
+
+    def _launcher(self, prepared: Prepared) -> Launcher:
+        """``prepared``'s launcher, looked up without the lock (launches are the hot path): one dict read,
+        atomic; a launcher released meanwhile refuses the call itself."""
+        rec = self._objects.get(prepared.id) if type(prepared) is Prepared and prepared.owner is self else None
+        if rec is None or rec.handle is not prepared:
+            return self._record(prepared, Prepared).native  # raises the reason
+        return rec.native
+
+    def release_prepared(self, prepared: Prepared) -> None:
+        """Ownership: consumes ``prepared`` and unpins what it bound. Failure: ReleaseRejected(Busy) while a
+        launched run is still running."""
+        with self._lock:
+            rec = self._record(prepared, Prepared)
+            if self._poisoned is None and not self._guard(rec.native.idle):
+                raise ReleaseRejected(Busy(f"{prepared!r} has launched runs still running"), prepared)
+            try:
+                self._release(rec, self._release_launcher)
+            finally:
+                if prepared.id not in self._objects:
+                    for r in rec.extra:
+                        r.holders.remove(rec.native)

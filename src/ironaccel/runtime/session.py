@@ -9,11 +9,11 @@ Each Device owns one context and one queue on its Accelerator; an Executable own
 Device and Executable are safe to use from several threads (submitted calls run in submission order on
 the device's one queue); ``close`` belongs after the other threads' calls. A Run is for one thread.
 
-A call ``exe(x)`` of a program the backend can run on the caller's thread (``Accelerator.run_inline``:
+A call ``exe(x)`` of a program the backend can run on the caller's thread (``Accelerator.run_direct``:
 programs that keep no state between runs) runs there, on the caller's arrays, with no queue hand-off:
 no other call can observe the difference, except that such calls from several threads may overlap.
 ``submit`` goes through the queue, except where the backend can start such a run and finish it later
-(``Accelerator.start_inline``: a virtio device, where it saves round trips); those runs of one
+(``Accelerator.start_direct``: a virtio device, where it saves round trips); those runs of one
 executable still complete in the order submitted. Where the backend launches prepared submissions
 natively (Vulkan, ADR 0016), each of an executable's buffer sets is prepared once and a call through
 the queue is then one launch.
@@ -36,7 +36,7 @@ from ..tosa.errors import FormatError, LoweringError
 from ..tosa.target import Target
 from ..tosa.working_set import NO_BOUND
 from . import reclaim
-from .accelerator import Accelerator, InlineRun
+from .accelerator import Accelerator, DirectRun
 from .backends import AUTO, AUTO_ORDER, Resolved, open_resolved, resolve
 from .errors import ReleaseRejected
 from .event import EventState
@@ -217,12 +217,12 @@ class Run:
         event: Event | None,
         calls: _CallSet | None,
         out: list[np.ndarray] | None,
-        started: InlineRun | None = None,
+        started: DirectRun | None = None,
         ticket: int | None = None,
     ) -> None:
         self._exe = exe
         self._held = exe._held
-        self.event = event  # None for a launch of a prepared submission, or a run started inline
+        self.event = event  # None for a launch of a prepared submission, or a started direct run
         self._calls = calls
         self._out = out
         self._started = started
@@ -302,8 +302,8 @@ class Executable:
         self._input_index = {spec.name: i for i, spec in enumerate(self.inputs)}
         acc = device.accelerator
         self._held = _Held(device._held, program)
-        self._inline = acc.runs_inline(program)
-        self._starts = acc.starts_inline(program)
+        self._direct = acc.runs_direct(program)
+        self._starts = acc.starts_direct(program)
         self._launches = acc.launches_natively
         # Small outputs in host memory: the host reads them at memory speed (mapped device memory can be
         # read uncached, which makes even a kilobyte slow).
@@ -325,7 +325,7 @@ class Executable:
         identifiers, or an input called ``out``). ``out``: arrays to write the outputs into."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        if not self._inline:
+        if not self._direct:
             return self.submit(*arrays, out=out).wait()
         values = self._values(arrays)
         if out is None:
@@ -335,7 +335,7 @@ class Executable:
             others = [*values, *targets]
             if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
                 return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
-        self._held.acc.run_inline(self.program, values, targets)
+        self._held.acc.run_direct(self.program, values, targets)
         return targets
 
     def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None, **named: Any) -> Run:
@@ -349,7 +349,7 @@ class Executable:
         held = self._held
         acc, ctx = held.acc, self.device.context
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
-            return Run(self, None, None, targets, acc.start_inline(self.program, values))
+            return Run(self, None, None, targets, acc.start_direct(self.program, values))
         calls = held.take() or _CallSet([])
         try:
             if not calls.buffers:

@@ -92,7 +92,7 @@ from .wire_structs import (
 )
 
 if TYPE_CHECKING:
-    from .guest_inline import InlineRunner
+    from .guest_direct import DirectRunner
 
 _ERRORS: dict[int, type[IronAccelError]] = {
     Status.UNSUPPORTED: Unsupported,
@@ -176,8 +176,8 @@ class VirtioAccelerator(Accelerator):
         self._events = threading.Condition()
         self._remote: dict[EventCore, int] = {}  # submitted here -> the device's event id
         self._artifact = threading.local()
-        self._parsed: dict[int, tuple[int, Any]] = {}  # loaded, until _inline takes it
-        self._runners: dict[int, InlineRunner] = {}
+        self._parsed: dict[int, tuple[int, Any]] = {}  # loaded, until _direct takes it
+        self._runners: dict[int, DirectRunner] = {}
 
     def close(self) -> None:
         """Disconnect: the device releases everything this guest still holds."""
@@ -370,12 +370,12 @@ class VirtioAccelerator(Accelerator):
         self._parsed[program_id] = (context, program)
         return program_id, 0  # what stays resident is the device's to count, against its own quota
 
-    def _inline(self, program: Any) -> InlineRunner | None:
-        # User-API calls in two round trips on device objects kept for the program (guest_inline).
-        from .guest_inline import InlineRunner
+    def _direct(self, program: Any) -> DirectRunner | None:
+        # User-API calls in two round trips on device objects kept for the program (guest_direct).
+        from .guest_direct import DirectRunner
 
         context, parsed = self._parsed.pop(program)
-        runner = InlineRunner.offer(self, context, program, parsed)
+        runner = DirectRunner.offer(self, context, program, parsed)
         if runner is not None:
             self._runners[program] = runner
         return runner

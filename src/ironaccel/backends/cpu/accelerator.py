@@ -10,7 +10,7 @@ the bound output buffer (see ``_destinations``).
 
 A program runs as native code where :mod:`.native` can compile it, else on the numpy interpreter.
 NVFP4 projections (ADR 0012) run on numpy in :mod:`.nvfp4`.
-Programs without variables also run inline (``Accelerator.run_inline``): on the caller's thread, on
+Programs without variables also run directly (``Accelerator.run_direct``): on the caller's thread, on
 the caller's arrays.
 """
 
@@ -178,10 +178,10 @@ class CpuAccelerator(Accelerator):
         return loaded, resident
 
     def _unload(self, native: _Loaded) -> None:
-        # The runtime unloads only programs no pending or inline run holds, so this frees at once.
+        # The runtime unloads only programs no pending or direct run holds, so this frees at once.
         native.release()
 
-    def _inline(self, program: _Loaded) -> Any:
+    def _direct(self, program: _Loaded) -> Any:
         if not program.stateless:
             return None  # runs share the variables: they stay in queue order
         runner = program.compiled

@@ -21,7 +21,8 @@ returns, and a run asked for after the release is refused.
 A run that is given a control block (:mod:`.control`: :meth:`NativeProgram.run` with ``control`` or a
 ``deadline``) can be stopped while it runs: the code polls the block between operators and inside long
 loops (:mod:`.polls`) and returns early, and the run raises what the interpreter raises at its
-checkpoints. The inline path (:meth:`NativeProgram.run_into`) passes none, and nothing stops it.
+checkpoints. The direct path (:meth:`NativeProgram.run_into`, called by ``Accelerator.run_direct``) passes
+none, and nothing stops it.
 """
 
 from __future__ import annotations

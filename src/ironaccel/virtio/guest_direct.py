@@ -1,8 +1,8 @@
-"""Calls of the user API in two round trips: the guest client's inline runs (``Accelerator._inline``).
+"""Calls of the user API in two round trips: the guest client's direct runs (``Accelerator._direct``).
 
 A call ``exe(x)`` through the contract's queue path is a dozen commands, each a round trip to the
 device: three buffers allocated, two written, SUBMIT, POLL_EVENT until terminal, DESTROY_EVENT, the
-output read, three buffers freed. An inline run keeps what does not change between calls on the device
+output read, three buffers freed. A direct run keeps what does not change between calls on the device
 (one buffer per slot, a *staging set*, made at the first call and reused until the program is
 unloaded, and one queue for all of the program's runs) and posts the rest as two batches, each served
 back to back by the device after one kick:
@@ -16,7 +16,7 @@ back to back by the device after one kick:
 The event is destroyed by the next call, not in batch 2: a destroy behind a PENDING poll could succeed
 once the work ended between the two, and the outcome would be lost. Outputs above ``SMALL_BYTES`` are
 read only after a terminal poll, so a slow program is not read again on every poll. Only programs
-without variables run inline (their runs cannot observe each other); calls from several threads each
+without variables run directly (their runs cannot observe each other); calls from several threads each
 take a staging set of their own, so their transfers may overlap.
 
 ``start`` posts batch 1 and returns; the run's ``finish`` posts batch 2 later (``exe.submit``): with
@@ -64,7 +64,7 @@ _STATEFUL = {Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE}
 
 
 class _Staging:
-    """Device buffers (one per slot) that one inline call at a time uses."""
+    """Device buffers (one per slot) that one direct call at a time uses."""
 
     __slots__ = ("buffers", "finished")
 
@@ -74,9 +74,9 @@ class _Staging:
 
 
 class _Started:
-    """An inline run begun by :meth:`InlineRunner.start`: its staging set is held until ``finish``."""
+    """A direct run begun by :meth:`DirectRunner.start`: its staging set is held until ``finish``."""
 
-    def __init__(self, runner: InlineRunner, staging: _Staging, event: int) -> None:
+    def __init__(self, runner: DirectRunner, staging: _Staging, event: int) -> None:
         self.runner, self.staging, self.event = runner, staging, event
 
     def done(self) -> bool:
@@ -93,8 +93,8 @@ class _Started:
             raise failure
 
 
-class InlineRunner:
-    """Runs one loaded program inline for :class:`VirtioAccelerator` (see the module's description)."""
+class DirectRunner:
+    """Runs one loaded program directly for :class:`VirtioAccelerator` (see the module's description)."""
 
     def __init__(
         self, acc: VirtioAccelerator, context: int, program: int, inputs: Sequence[TensorSpec],
@@ -112,7 +112,7 @@ class InlineRunner:
         self._bindings += [(len(self.inputs) + i, s.nbytes, int(Access.WRITE)) for i, s in enumerate(self.outputs)]
 
     @classmethod
-    def offer(cls, acc: VirtioAccelerator, context: int, program_id: int, parsed: Any) -> InlineRunner | None:
+    def offer(cls, acc: VirtioAccelerator, context: int, program_id: int, parsed: Any) -> DirectRunner | None:
         """A runner for ``parsed`` (a tosa Program), or None where its runs must stay in queue order
         (variables) or a slot is empty (nothing to bind)."""
         if any(op.op in _STATEFUL for block in parsed.blocks() for op in block.operators):
@@ -187,10 +187,10 @@ class InlineRunner:
             staging.finished = None
         submitted = answers[-1]
         if submitted.body is None:  # rejected: nothing retained
-            _raise_first(answers, "inline run")
+            _raise_first(answers, "direct run")
         event = submitted.body.event_id
         try:
-            _raise_first(answers, "inline run")  # a failed write, or an indeterminate SUBMIT
+            _raise_first(answers, "direct run")  # a failed write, or an indeterminate SUBMIT
         except BaseException:
             self._abandon(event)  # the event owns the staging set until the work ends
             raise
@@ -225,7 +225,7 @@ class InlineRunner:
             if code is not EventStateCode.PENDING:
                 break
             if end is not None and time.monotonic() + delay > end:
-                raise DeadlineExpired(f"inline run still pending after {timeout} s")
+                raise DeadlineExpired(f"direct run still pending after {timeout} s")
             time.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
         staging.finished = event
@@ -264,7 +264,7 @@ class InlineRunner:
             if destroy.status == Status.OK:
                 return
             if poll.status != Status.OK:
-                raise DeviceLost(f"an inline run's event cannot be released: the device answered {poll.status}")
+                raise DeviceLost(f"a direct run's event cannot be released: the device answered {poll.status}")
             time.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
 
@@ -286,7 +286,7 @@ class InlineRunner:
             if len(made) != len(answers):
                 self._destroy(made)
                 failed = next(a for a in answers if not a.ok)
-                raise error_for(failed.status, "staging an inline run")
+                raise error_for(failed.status, "staging a direct run")
             if make_queue:
                 self._queue = made.pop(0)[1]
             staging = _Staging([object_id for _, object_id in made])
@@ -321,4 +321,4 @@ def _raise_first(answers: Sequence[Any], what: str) -> None:
             raise error_for(answer.status, what)
 
 
-__all__ = ["SMALL_BYTES", "InlineRunner"]
+__all__ = ["SMALL_BYTES", "DirectRunner"]
