@@ -29,7 +29,7 @@
  * A queued run passes ``ctl``, its control block: two int64 words, 8-aligned. Word 0 is 0 while the run
  * may go on; another thread sets it to IA_STOP_REQUESTED to cancel the run, and the first poll that reads
  * the clock past word 1, the deadline in CLOCK_MONOTONIC nanoseconds (0: none), sets it to
- * IA_STOP_DEADLINE. An inline run passes NULL, and a poll then costs a test of a register. Functions
+ * IA_STOP_DEADLINE. A direct run passes NULL, and a poll then costs a test of a register. Functions
  * that poll take ``int64_t *ctl`` and return as soon as a poll sees a stop, leaving their results partly
  * written; ia_run then returns word 0. The generator sets how often loops poll (polls.py): often enough
  * to stop within a fraction of a millisecond of work, rarely enough that the clock costs nothing. */
