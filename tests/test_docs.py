@@ -126,7 +126,7 @@ QUOTES_ALLOWED = {
     "src/ironaccel/backends/cpu/native/program.py",
     "src/ironaccel/backends/vulkan/accelerator.py",
     "src/ironaccel/virtio/guest.py",
-    "src/ironaccel/virtio/guest_inline.py",
+    "src/ironaccel/virtio/guest_direct.py",
     "src/ironaccel/conformance/faults.py",
     "src/ironaccel/conformance/semantic.py",
     # The device tier rule names data-centre GPU models; no timing.
