@@ -207,8 +207,7 @@ def test_each_backend_keeps_one_results_table() -> None:
 def test_named_benchmark_paths_exist() -> None:
     """Docs, scripts, sources and tests name only benchmark files that are there."""
     texts = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "docs").rglob("*.md"))]
-    # scripts/slang-glslang's docstring still names the old probe-kernel build; it is reworded elsewhere.
-    texts += [p for p in sorted((ROOT / "scripts").iterdir()) if p.is_file() and p.name != "slang-glslang"]
+    texts += [p for p in sorted((ROOT / "scripts").iterdir()) if p.is_file()]
     texts += [p for p in sorted(BENCHMARKS.rglob("*")) if p.suffix in (".py", ".md")]
     texts += [p for ext in ("py", "comp", "glsl") for p in sorted((ROOT / "src" / "ironaccel").rglob(f"*.{ext}"))]
     texts += sorted((ROOT / "tests").glob("*.py"))
