@@ -1,19 +1,26 @@
 """Imports point downward only: core -> probe/tosa -> nvfp4 -> runtime -> backends -> conformance/virtio -> cli.
 
 Checked statically over every module (lazy imports inside functions included), so a layering breach
-fails here before it can become a cycle or drag a GPU library into the core.
+fails here before it can become a cycle or drag a GPU library into the core. Imports by string count as
+imports: ``importlib.import_module("ironaccel...")`` with a literal, and every ``"ironaccel.x.y:attr"``
+string (a backend registration's factory, ADR 0030). The package root may import only core when it is
+imported (the runtime from inside its functions), and each entry point of ``ironaccel.backends`` in
+pyproject.toml names a registration in a backend's layer that imports nothing above the runtime.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "ironaccel"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "ironaccel"
 # nvfp4 (an artifact format beside TOSA) sits just above tosa, whose error types it uses, and below the runtime.
 RANK = {
     "core": 0,
@@ -29,22 +36,70 @@ RANK = {
 HEAVY = {"vulkan", "wgpu", "moderngl", "cupy", "torch", "jax", "openvino", "cuda", "numba", "tosa_reference_model"}
 
 
-def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
+# "package.module:attribute" naming something of ironaccel: an entry point's or a registration's target.
+STRING_TARGET = re.compile(r"ironaccel(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def _package(path: Path) -> str:
     package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
-    if path.name == "__init__.py":
-        package = package.rsplit(".", 1)[0] + "." + "__init__"
+    return package.rsplit(".", 1)[0] + ".__init__" if path.name == "__init__.py" else package
+
+
+def _statement_target(node: ast.AST, package: str) -> list[str]:
+    """The modules an import statement names (relative ones made absolute against ``package``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = package.split(".")[: -node.level]
+            return [".".join(base + ([node.module] if node.module else []))]
+        return [node.module or ""]
+    return []
+
+
+def _string_target(node: ast.AST) -> list[str]:
+    """The module a string names as an import: ``import_module("ironaccel...")`` (or ``__import__``) with a
+    literal, or a ``"ironaccel.x.y:attr"`` constant anywhere."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        first = node.args[0] if node.args else None
+        if name in ("import_module", "__import__") and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return [first.value]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and STRING_TARGET.fullmatch(node.value):
+        return [node.value.partition(":")[0]]
+    return []
+
+
+def _imports_of(source: str, package: str, filename: str = "<source>") -> list[str]:
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: -node.level]
-                found.append(".".join(base + ([node.module] if node.module else [])))
-            else:
-                found.append(node.module or "")
+    for node in ast.walk(ast.parse(source, filename)):
+        found += _statement_target(node, package) + _string_target(node)
     return found
+
+
+def _imports(path: Path) -> list[str]:
+    return _imports_of(path.read_text(), _package(path), str(path))
+
+
+def _eager_and_lazy(path: Path) -> tuple[list[str], list[str]]:
+    """The imports of ``path`` made when it is imported, and those made later: inside a function, only for
+    type checkers (``if TYPE_CHECKING:``), or by string (a registration's factory)."""
+    package = _package(path)
+    eager: list[str] = []
+    lazy: list[str] = []
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            later = deferred or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                later = True
+            (lazy if later else eager).extend(_statement_target(child, package))
+            lazy.extend(_string_target(child))  # a string is imported when someone loads it, never now
+            visit(child, later)
+
+    visit(ast.parse(path.read_text(), str(path)), False)
+    return eager, lazy
 
 
 def _layer(module: str) -> str | None:
@@ -53,12 +108,19 @@ def _layer(module: str) -> str | None:
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in SRC.rglob("*.py") if p.parent != SRC)
+    """Every module but the package root's ``__init__.py`` (tested on its own below)."""
+    return sorted(p for p in SRC.rglob("*.py") if p != SRC / "__init__.py")
+
+
+def _own_layer(path: Path) -> str:
+    parts = path.relative_to(SRC).parts
+    # ``python -m ironaccel`` (__main__.py) is the command line's entry: the top layer.
+    return "cli" if parts == ("__main__.py",) else parts[0]
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_imports_point_downward(path: Path):
-    own = path.relative_to(SRC).parts[0]
+    own = _own_layer(path)
     for target in _imports(path):
         layer = _layer(target)
         if layer is None or layer == own:
@@ -98,3 +160,90 @@ def test_import_ironaccel_loads_no_numpy_and_no_backend():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_string_imports_are_imports():
+    """The scan sees what a string import reaches, so a registration or a lazy table cannot hide a breach."""
+    source = (
+        "import importlib\n"
+        "def f():\n"
+        "    return importlib.import_module('ironaccel.virtio.guest')\n"
+        "FACTORY = 'ironaccel.backends.vulkan:open_accelerator'\n"
+        "LOGGER = 'ironaccel.runtime'  # a logger's name, no attribute: not an import\n"
+        "NOTE = 'see ironaccel.backends.cpu:load in the docs'  # prose, not a target\n"
+    )
+    found = _imports_of(source, "ironaccel.runtime.example")
+    assert "ironaccel.virtio.guest" in found and "ironaccel.backends.vulkan" in found
+    assert "ironaccel.runtime" not in found and "ironaccel.backends.cpu" not in found
+    assert sorted(t for t in found if _layer(t)) == ["ironaccel.backends.vulkan", "ironaccel.virtio.guest"]
+
+
+def test_the_package_root_imports_only_core_when_imported():
+    """``import ironaccel`` must stay the standard-library core: only core at import; ``open`` and ``init``
+    reach the runtime (and discovery) from inside their functions."""
+    path = SRC / "__init__.py"
+    eager, lazy = _eager_and_lazy(path)
+    assert eager, "the scan found no import in the package root"
+    for target in eager:
+        layer = _layer(target)
+        assert layer in (None, "core"), f"src/ironaccel/__init__.py imports {target} ({layer}) when imported"
+        top = target.split(".")[0]
+        assert top in sys.stdlib_module_names or top in ("ironaccel", "__future__"), target
+    assert lazy, "the scan found no lazy import in the package root"
+    for target in lazy:
+        layer = _layer(target)
+        assert layer is None or RANK[layer] <= RANK["runtime"], f"src/ironaccel/__init__.py reaches {target} ({layer})"
+
+
+def _entry_points() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project.get("entry-points", {}).get("ironaccel.backends", {})
+
+
+def _module_path(module: str) -> Path:
+    base = SRC.parent.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def test_pyproject_declares_the_backends():
+    assert {"cpu", "vulkan", "virtio", "null"} <= set(_entry_points()), _entry_points()
+
+
+@pytest.mark.parametrize(("name", "target"), sorted(_entry_points().items()))
+def test_each_entry_point_names_a_light_registration_in_a_backend_layer(name: str, target: str):
+    """The runtime imports what an entry point names, to read it: it must be a registration inside a backend
+    (``backends/<name>/`` or ``virtio/``), named like the entry point, importing nothing above the runtime
+    and no third-party package when it is imported."""
+    assert STRING_TARGET.fullmatch(target), f"entry point {name} = {target!r} is not 'ironaccel.module:attribute'"
+    module, _, attribute = target.partition(":")
+    layer = _layer(module)
+    assert layer in ("backends", "virtio"), f"entry point {name} = {target} lies in {layer}, not in a backend's layer"
+    path = _module_path(module)
+    assert path.is_file(), f"entry point {name} = {target}: no module {path.relative_to(ROOT)}"
+    tree = ast.parse(path.read_text(), str(path))
+    calls = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == attribute for t in node.targets)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "BackendRegistration"
+    ]
+    assert len(calls) == 1, f"{path.relative_to(ROOT)} does not assign {attribute} = BackendRegistration(...) once"
+    names = [k.value for k in calls[0].keywords if k.arg == "name"]
+    assert names and isinstance(names[0], ast.Constant | ast.Name), f"{attribute} has no name= keyword"
+    if isinstance(names[0], ast.Constant):
+        assert names[0].value == name, f"entry point {name} names a registration called {names[0].value!r}"
+    eager, _ = _eager_and_lazy(path)
+    for imported in eager:
+        target_layer = _layer(imported)
+        if target_layer is not None:
+            assert RANK[target_layer] <= RANK["runtime"], (
+                f"{path.relative_to(ROOT)} imports {imported} ({target_layer}) when the runtime reads it"
+            )
+        else:
+            top = imported.split(".")[0]
+            assert top in sys.stdlib_module_names or top in ("ironaccel", "__future__"), (
+                f"{path.relative_to(ROOT)} imports {imported} when the runtime reads it"
+            )

@@ -1,5 +1,6 @@
 """``ironaccel devices``: every family, available or why not, each device's facts, whether it runs programs
-and under which id ``ironaccel.open`` takes, and which device ``auto`` picks and why.
+and under which id ``ironaccel.open`` takes, the installed execution backends (each available or why not,
+a registration that cannot be read with the reason), and which device ``auto`` picks and why.
 
 A device runs programs when an execution backend opens it: ``cpu:0``; ``vulkan:N`` unless the Vulkan
 backend refuses it (``backends.vulkan.device.shortfall``); a device of another family through the Vulkan
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         reports = registry.describe_all(timeout=args.timeout)
         # From every family's report: a device of one family runs through its counterpart in another.
         execution = execution_ids(reports)
+        installed = execution_backends()
         auto = auto_choice(reports)
     if wanted is not None:
         reports = [r for r in reports if r.kind in wanted]
@@ -54,13 +56,18 @@ def run(args: argparse.Namespace) -> int:
         for entry in backends:
             for device in entry["devices"]:
                 device.update(execution[device["id"]].to_json())
-        json.dump({"backends": backends, "auto": auto, **virtio}, sys.stdout, indent=2)
+        document = {"backends": backends, "execution_backends": installed, "auto": auto, **virtio}
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render(reports, execution, auto)
+        render(reports, execution, auto, installed)
         if virtio:
             _render_virtio(virtio["virtio"])
     return 0
+
+
+# The families whose devices the bundled backends run, each with its own rules below.
+_BUNDLED = (BackendKind.CPU, BackendKind.VULKAN)
 
 
 class Execution:
@@ -84,17 +91,22 @@ class Execution:
 
 def execution_ids(reports: Sequence[BackendReport]) -> dict[str, Execution]:
     """Each discovered device's :class:`Execution`, by its id ("cuda:0")."""
-    from ..runtime.backends import execution_counterparts
+    from ..runtime.backends import backend_for, execution_counterparts
 
     vulkan = _vulkan_refusals([d for r in reports if r.kind is BackendKind.VULKAN for d in r.devices])
     out: dict[str, Execution] = {}
     for device in (d for r in reports for d in r.devices):
         key = str(device.id)
+        installed = backend_for(device.kind) if device.kind not in _BUNDLED else None
         if device.kind is BackendKind.CPU:
             out[key] = Execution(key) if device.ordinal == 0 else Execution(None, "the CPU backend runs cpu:0 only")
         elif device.kind is BackendKind.VULKAN:
             refusal = vulkan[key]
             out[key] = Execution(None, refusal) if refusal else Execution(key)
+        elif installed is not None:
+            # A backend from another distribution runs this family: the device opens under its own id.
+            single = installed.one_device and device.ordinal != 0
+            out[key] = Execution(None, f"the {installed.name} backend runs one device") if single else Execution(key)
         else:
             evidence, same = execution_counterparts(device, reports)
             if not same:
@@ -107,6 +119,33 @@ def execution_ids(reports: Sequence[BackendReport]) -> dict[str, Execution]:
                 refusal = vulkan[target]
                 out[key] = Execution(None, f"{target}: {refusal}") if refusal else Execution(target, through=True)
     return out
+
+
+def execution_backends() -> list[dict[str, Any]]:
+    """Every installed execution backend (the entry points of ``ironaccel.backends``, ADR 0030): its name,
+    family, rank for ``auto``, whether it runs programs, and whether it can open a device here or why not.
+    A registration that cannot be read is listed with the reason, never raised."""
+    from ..runtime.backends import registrations
+    from ..runtime.registration import unavailable
+
+    listed: list[dict[str, Any]] = []
+    for entry in registrations():
+        registration = entry.registration
+        why = entry.error if registration is None else unavailable(registration)
+        listed.append(
+            {
+                "name": entry.name,
+                "registration": entry.value,
+                "distribution": entry.distribution,
+                "family": registration.family if registration else None,
+                "auto_rank": registration.auto_rank if registration else None,
+                "runs_programs": registration.runs_programs if registration else False,
+                "summary": registration.summary if registration else "",
+                "available": registration is not None and why is None,
+                "why_not": why,
+            }
+        )
+    return listed
 
 
 def _vulkan_refusals(devices: list[DeviceDescriptor]) -> dict[str, str | None]:
@@ -220,7 +259,10 @@ def _gib(n: int | None) -> str:
 
 
 def render(
-    reports: list[BackendReport], execution: dict[str, Execution] | None = None, auto: dict[str, Any] | None = None
+    reports: list[BackendReport],
+    execution: dict[str, Execution] | None = None,
+    auto: dict[str, Any] | None = None,
+    installed: list[dict[str, Any]] | None = None,
 ) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -239,6 +281,8 @@ def render(
         families.add_row(r.kind.value, status, str(len(r.devices)), f"{r.seconds * 1e3:.0f} ms", escape(r.reason or ""))
     console.print(families)
 
+    if installed is not None:
+        _render_backends(console, installed)
     devices = [d for r in reports for d in r.devices]
     if not devices:
         console.print("No devices found.")
@@ -268,3 +312,23 @@ def render(
     if auto is not None:
         picked = f"[bold]{escape(auto['id'])}[/]" if auto.get("id") else "[red]nothing[/]"
         console.print(f"auto picks {picked}: {escape(auto.get('why') or '')}")
+
+
+def _render_backends(console: Any, installed: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Execution backends", title_justify="left")
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("family", no_wrap=True)
+    table.add_column("auto", justify="right", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("why not", overflow="fold")
+    for b in installed:
+        if b["available"]:
+            status = "[green]available[/]" if b["runs_programs"] else "available (runs no program)"
+        else:
+            status = "[dim]unavailable[/]"
+        rank = "—" if b["auto_rank"] is None else str(b["auto_rank"])
+        table.add_row(escape(b["name"]), b["family"] or "—", rank, status, escape(b["why_not"] or ""))
+    console.print(table)

@@ -3,8 +3,10 @@
 ``run(factory)`` creates a fresh accelerator per case (``factory()``), runs every case and returns
 one :class:`CaseResult` each. Case ids are stable (``memory.shared``, ``buffer.segmented-transfer-bounds``)
 so results can be compared across backends and releases. Mandatory cases never skip; a capability
-case (cancellation) skips only with a recorded reason. Every case ends by checking that
-``live_resources()`` is back to zero.
+case (cancellation) skips only with a recorded reason. A backend whose capability descriptor admits no
+operator (the backend kit's null device) loads no program, so every case that needs one skips with "no
+program admitted: " and the refusal; on any other backend a refused program fails the case. Every case
+ends by checking that ``live_resources()`` is back to zero.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ from ..runtime import (
     Binding,
     BufferDesc,
     BufferUsage,
+    Context,
     EventState,
     MemoryDomain,
     Quota,
     ReleaseRejected,
     SubmitRejected,
 )
+from ..runtime import Program as ProgramHandle
 from ..tosa.dtypes import DType
 from ..tosa.ir import Block, Operator, Program, Region, Tensor
 from ..tosa.operators import Op
@@ -71,6 +75,24 @@ def add_program(n: int = 4) -> bytes:
     return write(Program((Region("main", (block,)),)))
 
 
+def admits_nothing(acc: Accelerator) -> bool:
+    """Whether ``acc``'s capability descriptor lists no operator: then no program loads, and the cases that
+    need one skip instead of failing."""
+    return not acc.capabilities().operators
+
+
+def _load_or_skip(acc: Accelerator, ctx: Context, payload: bytes) -> ProgramHandle:
+    """``payload`` loaded into ``ctx``; where the backend admits nothing, the context is destroyed and the
+    case skips with the refusal as its reason."""
+    try:
+        return acc.load_program(ctx, ArtifactRef(payload, 1 << 20))
+    except Unsupported as exc:  # LoweringError locally; UNSUPPORTED through a virtio device
+        if not admits_nothing(acc):
+            raise
+        acc.destroy_context(ctx)
+        raise Skip(f"no program admitted: {exc}") from exc
+
+
 def _expect(exc_types: type | tuple[type, ...], fn: Callable[[], object], what: str) -> BaseException:
     try:
         fn()
@@ -100,7 +122,7 @@ class _Endless:
         self.acc = acc
         self.ctx = acc.create_context()
         try:
-            self.program = acc.load_program(self.ctx, ArtifactRef(endless_program(), 1 << 20))
+            self.program = _load_or_skip(acc, self.ctx, endless_program())
         except Unsupported as exc:  # LoweringError locally; UNSUPPORTED through a virtio device
             acc.destroy_context(self.ctx)
             raise Skip(f"backend does not run WHILE_LOOP: {exc}") from exc
@@ -125,7 +147,7 @@ class _Fixture:
     def __init__(self, acc: Accelerator, domain: MemoryDomain = MemoryDomain.SHARED) -> None:
         self.acc = acc
         self.ctx = acc.create_context()
-        self.program = acc.load_program(self.ctx, ArtifactRef(add_program(), 1 << 20))
+        self.program = _load_or_skip(acc, self.ctx, add_program())
         self.bufs = [acc.allocate_buffer(self.ctx, BufferDesc(16, domain, IO)) for _ in range(3)]
         self.queue = acc.create_queue(self.ctx)
 
@@ -246,6 +268,10 @@ def _artifact(acc: Accelerator) -> None:
     good = add_program()
     _expect(Incompatible, lambda: acc.load_program(ctx, ArtifactRef(good, 1 << 20, format=0x1234)), "foreign format")
     _expect(FormatError, lambda: acc.load_program(ctx, ArtifactRef(good[:40], 1 << 20)), "truncated artifact")
+    if admits_nothing(acc):  # refused at admission, before its resident bound is weighed
+        _expect(Unsupported, lambda: acc.load_program(ctx, ArtifactRef(good, 0)), "a program nothing admits")
+        acc.destroy_context(ctx)
+        raise Skip("no program admitted: the resident bound is weighed only for an admitted program")
     _expect(ResourceLimit, lambda: acc.load_program(ctx, ArtifactRef(good, 0)), "resident bound of 0 bytes")
     assert acc.live_resources()["program"] == 0
     acc.destroy_context(ctx)

@@ -1,49 +1,87 @@
-"""Execution backends: where each lives (one static table, imported only when that backend is opened), and
-which one a device spec names (:func:`resolve`).
+"""Execution backends: which are installed (entry points of the group ``ironaccel.backends``, each naming a
+:class:`~.registration.BackendRegistration`), which one a device spec names (:func:`resolve`), and opening
+it (:func:`open_resolved`).
 
-Discovery knows twelve accelerator families; three execution backends run programs (cpu, vulkan, virtio).
-:func:`resolve` turns what a user writes (``"cpu:0"``, ``"vulkan:lavapipe"``, a descriptor from
-``ironaccel.devices()``) into the backend and selector to open, and refuses the rest with a message that
-lists the accepted forms or, for a family no backend runs, names the execution device of the same hardware.
-Nothing here imports a backend or runs discovery at import; discovery runs only on that error path.
+Discovery knows twelve accelerator families; the installed execution backends run programs (bundled: cpu,
+vulkan, virtio, and the kit's ``null`` device). :func:`resolve` turns what a user writes (``"cpu:0"``,
+``"vulkan:lavapipe"``, a descriptor from ``ironaccel.devices()``) into the backend and selector to open, and
+refuses the rest with a message that lists the accepted forms or, for a family no backend runs, names the
+execution device of the same hardware. A descriptor's family is linked to the backend registered with that
+family (by the family's name).
+
+Cost: nothing here is read at import. Resolving a spec reads the installed metadata once (which backend
+names exist; nothing is imported); opening a backend imports its registration and then its factory;
+``auto`` and the error messages import every registration. Discovery runs only on the error path of a family
+no backend runs. The spellings of the bundled backends' specs (``cpu`` has one device, ``virtio:PATH`` is a
+path taken as written) stay here, because a spec resolves without importing any backend; an installed
+backend is ``name`` or ``name:selector``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core.descriptor import DeviceDescriptor
 from ..core.errors import InvalidArgument, Unsupported
 from ..core.kinds import BackendKind
 from ..core.registry import BackendReport
+from .registration import GROUP, BackendRegistration, Entry, Registry, load_target
 from .same_hardware import counterparts, uuid_key
 
-# name -> "module:factory"; the factory takes the device selector (or None) and returns an Accelerator.
-EXECUTION_BACKENDS: dict[str, str] = {
-    "cpu": "ironaccel.backends.cpu.accelerator:CpuAccelerator",
-    "vulkan": "ironaccel.backends.vulkan:open_accelerator",
-    "virtio": "ironaccel.virtio.guest:open_accelerator",  # "virtio:PATH": a daemon's socket
-}
-
-# The order "auto" tries them in: hardware GPUs first, the CPU last.
-AUTO_ORDER = ("vulkan", "cpu")
+# The installed backends, read from the entry points when first needed (ADR 0030).
+REGISTRY = Registry()
 AUTO = "auto"
-# Backends whose factory takes no selector (one device each).
-_NO_SELECTOR = frozenset({"cpu"})
 
 ACCEPTED_FORMS = (
     "accepted: 'auto'; 'cpu' or 'cpu:0'; 'vulkan' or 'vulkan:N' (an index, a UUID or part of the name,"
     " 'lavapipe'); 'virtio' or 'virtio:PATH' (a daemon's socket); or a DeviceDescriptor from ironaccel.devices()"
 )
+_SPELLED_OUT = frozenset({"cpu", "vulkan", "virtio"})  # the backends ACCEPTED_FORMS describes
 _SPEC_SHOWN = 80  # characters of a refused spec quoted back
+
+
+class _Installed(Mapping[str, str]):
+    """Backend name -> the ``"module:attribute"`` of its registration, as the installed entry points declare
+    (read on first use; nothing is imported)."""
+
+    def __getitem__(self, name: str) -> str:
+        return REGISTRY.names()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY.names())
+
+    def __len__(self) -> int:
+        return len(REGISTRY.names())
+
+    def __repr__(self) -> str:
+        return f"EXECUTION_BACKENDS({REGISTRY.names()!r})"
+
+
+class _AutoOrder(Sequence[str]):
+    """The names ``auto`` tries, in turn: :func:`auto_order`, worked out when first iterated."""
+
+    def __getitem__(self, index: Any) -> Any:
+        return auto_order()[index]
+
+    def __len__(self) -> int:
+        return len(auto_order())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(auto_order())
+
+    def __repr__(self) -> str:
+        return f"AUTO_ORDER{auto_order()!r}"
+
+
+EXECUTION_BACKENDS: Mapping[str, str] = _Installed()
+AUTO_ORDER: Sequence[str] = _AutoOrder()
 
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
-    """What to open: ``backend`` (a key of EXECUTION_BACKENDS, or ``"auto"``: the session tries AUTO_ORDER),
+    """What to open: ``backend`` (an installed backend's name, or ``"auto"``: the session tries AUTO_ORDER),
     the ``selector`` its factory takes (None: the backend's default device), and ``label``, the device as
     the user should see it in names and messages ("cpu:0", "vulkan:0", "vulkan:lavapipe")."""
 
@@ -53,6 +91,28 @@ class Resolved:
 
     def __str__(self) -> str:
         return self.label
+
+
+def registrations() -> list[Entry]:
+    """Every installed backend's entry point with its registration, or why it cannot be read (imports every
+    registration; for listings such as ``ironaccel devices``)."""
+    return REGISTRY.entries()
+
+
+def rescan() -> None:
+    """Read the installed entry points again on next use (after installing a backend into this process's
+    environment)."""
+    REGISTRY.rescan()
+
+
+def auto_order() -> tuple[str, ...]:
+    """What ``auto`` tries, in turn: first every backend whose registration cannot be read (its attempt fails
+    at once with the reason, so the choice says why that backend was passed over), then the backends with an
+    ``auto_rank``, lowest first (ties by name)."""
+    entries = [e for e in (REGISTRY.entry(name) for name in REGISTRY.names()) if e is not None]
+    unreadable = [e.name for e in entries if e.registration is None]
+    ranked = sorted((r.auto_rank, r.name) for e in entries if (r := e.registration) and r.auto_rank is not None)
+    return (*unreadable, *(name for _, name in ranked))
 
 
 def resolve(spec: str | DeviceDescriptor, reports: Sequence[BackendReport] | None = None) -> Resolved:
@@ -68,61 +128,79 @@ def resolve(spec: str | DeviceDescriptor, reports: Sequence[BackendReport] | Non
         return _resolve_descriptor(spec, reports)
     if not isinstance(spec, str):
         raise InvalidArgument(
-            f"a device spec is a string or a DeviceDescriptor, got {type(spec).__name__}; {ACCEPTED_FORMS}"
+            f"a device spec is a string or a DeviceDescriptor, got {type(spec).__name__}; {_accepted()}"
         )
     family, colon, raw = spec.partition(":")
     name = family.strip().lower()
     selector = raw.strip()
     if not name:
-        raise InvalidArgument(f"empty device spec {_shown(spec)}; {ACCEPTED_FORMS}")
+        raise InvalidArgument(f"empty device spec {_shown(spec)}; {_accepted()}")
     if colon and not selector:
         raise InvalidArgument(
             f"device spec {_shown(spec)} has an empty selector after ':'; write {name!r} for its default device;"
-            f" {ACCEPTED_FORMS}"
+            f" {_accepted()}"
         )
     if name == AUTO:
         if colon:
-            raise InvalidArgument(f"auto takes no selector, got {_shown(spec)}; {ACCEPTED_FORMS}")
+            raise InvalidArgument(f"auto takes no selector, got {_shown(spec)}; {_accepted()}")
         return Resolved(AUTO, None, AUTO)
-    if name == "cpu":
-        if colon and _ordinal(selector) != 0:
-            raise InvalidArgument(f"the CPU backend has one device, cpu:0; got {_shown(spec)}; {ACCEPTED_FORMS}")
-        return Resolved("cpu", None, "cpu:0" if colon else "cpu")
-    if name == "virtio":
-        # A socket path is taken as written (only an all-blank one is refused above).
-        return Resolved("virtio", raw or None, f"virtio:{raw}" if colon else "virtio")
-    if name in EXECUTION_BACKENDS:
+    if name in REGISTRY.names():
+        if name == "cpu":
+            if colon and _ordinal(selector) != 0:
+                raise InvalidArgument(f"the CPU backend has one device, cpu:0; got {_shown(spec)}; {_accepted()}")
+            return Resolved("cpu", None, "cpu:0" if colon else "cpu")
+        if name == "virtio":
+            # A socket path is taken as written (only an all-blank one is refused above).
+            return Resolved("virtio", raw or None, f"virtio:{raw}" if colon else "virtio")
         return Resolved(name, selector or None, f"{name}:{selector}" if colon else name)
     try:
         kind = BackendKind.parse(name)
     except ValueError:
         hint = " (for the best GPU write 'auto' or 'vulkan')" if name == "gpu" else ""
         raise InvalidArgument(
-            f"no execution backend {_shown(name)} and no accelerator family of that name{hint}; {ACCEPTED_FORMS}"
+            f"no execution backend {_shown(name)} and no accelerator family of that name{hint}; {_accepted()}"
         ) from None
-    raise Unsupported(_foreign(kind, _ordinal(selector), None, _reports(reports)))
+    runner = _runner_of(kind)
+    if runner is None:
+        raise Unsupported(_foreign(kind, _ordinal(selector), None, _reports(reports)))
+    # A family whose backend has another name: "cuda:1" opens what that backend calls its device 1.
+    if runner.one_device:
+        if colon and _ordinal(selector) != 0:
+            raise InvalidArgument(f"the {runner.name} backend has one device, {runner.name}:0; got {_shown(spec)}")
+        return Resolved(runner.name, None, f"{runner.name}:0" if colon else runner.name)
+    return Resolved(runner.name, selector or None, f"{runner.name}:{selector}" if colon else runner.name)
 
 
 def open_resolved(resolved: Resolved) -> Any:
-    """The Accelerator ``resolved`` names (its backend imported now). ``"auto"`` is the session's to pick."""
+    """The Accelerator ``resolved`` names (its registration and factory imported now). ``"auto"`` is the
+    session's to pick. Raises InvalidArgument for a backend that is not installed or a one-device backend's
+    selector other than 0, Unsupported for one that cannot be imported, and what the factory raises."""
     if resolved.backend == AUTO:
         raise InvalidArgument("'auto' is not one backend: the session tries AUTO_ORDER in turn")
+    registration = _registration(resolved.backend)
     make = factory(resolved.backend)
-    if resolved.selector is None or resolved.backend in _NO_SELECTOR:
+    if registration.one_device:
+        if resolved.selector is not None and _ordinal(resolved.selector) != 0:
+            name = registration.name
+            raise InvalidArgument(f"the {name} backend has one device, {name}:0; got {_shown(resolved.label)}")
+        return make()
+    if resolved.selector is None:
         return make()
     return make(resolved.selector)
 
 
 def factory(name: str) -> Any:
-    """The factory of the execution backend ``name`` (its module imported now)."""
+    """The factory of the execution backend ``name`` (its registration and module imported now).
+    InvalidArgument when no installed distribution declares ``name``; Unsupported, with the reason, when
+    its registration or its factory cannot be imported."""
+    registration = _registration(name)
     try:
-        target = EXECUTION_BACKENDS[name]
-    except KeyError:
-        known = ", ".join(sorted(EXECUTION_BACKENDS))
-        raise InvalidArgument(f"no execution backend {name!r}; known: {known}, or 'auto'") from None
-    module_name, attr = target.split(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, attr)
+        return load_target(registration.open)
+    except (ImportError, AttributeError) as exc:
+        raise Unsupported(
+            f"execution backend {name!r}: its factory {registration.open} cannot be imported:"
+            f" {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def execution_counterparts(
@@ -134,17 +212,52 @@ def execution_counterparts(
     return counterparts(device, vulkan)
 
 
+def _registration(name: str) -> BackendRegistration:
+    entry = REGISTRY.entry(name)
+    if entry is None:
+        raise InvalidArgument(f"no execution backend {_shown(name)}; installed: {_installed_names()}, or 'auto'")
+    if entry.registration is None:
+        raise Unsupported(f"execution backend {name!r} ({entry.distribution}) cannot be used: {entry.error}")
+    return entry.registration
+
+
+def _installed_names() -> str:
+    names = ", ".join(sorted(REGISTRY.names()))
+    # No entry point at all: the package's own metadata predates them (an old editable install).
+    return names or f"none (no distribution declares an entry point in the group {GROUP!r}: reinstall ironaccel)"
+
+
+def backend_for(kind: BackendKind) -> BackendRegistration | None:
+    """The installed backend that runs devices of the discovery family ``kind`` (its registration's
+    ``family``), or None: the backend of the family's own name when it declares that family (only its
+    registration is imported), else the first in scan order that does."""
+    return _runner_of(kind)
+
+
+def _runner_of(kind: BackendKind) -> BackendRegistration | None:
+    family = kind.value
+    own = REGISTRY.entry(family)
+    if own is not None and own.registration is not None and own.registration.family == family:
+        return own.registration
+    for entry in REGISTRY.entries():
+        if entry.registration is not None and entry.registration.family == family and not entry.error:
+            return entry.registration
+    return None
+
+
 def _resolve_descriptor(device: DeviceDescriptor, reports: Sequence[BackendReport] | None) -> Resolved:
     label = str(device.id)
-    if device.kind is BackendKind.CPU:
+    runner = _runner_of(device.kind)
+    if runner is None:
+        raise Unsupported(_foreign(device.kind, device.ordinal, device, _reports(reports)))
+    if runner.one_device:
         if device.ordinal != 0:
-            raise InvalidArgument(f"the CPU backend has one device, cpu:0; got a descriptor of {label}")
-        return Resolved("cpu", None, label)
-    if device.kind is BackendKind.VULKAN:
-        # The UUID survives a change in the loader's order; without one, the ordinal is the loader's index.
-        selector = device.uuid.strip() if uuid_key(device.uuid) else str(device.ordinal)
-        return Resolved("vulkan", selector, label)
-    raise Unsupported(_foreign(device.kind, device.ordinal, device, _reports(reports)))
+            what = "the CPU backend" if runner.name == "cpu" else f"the {runner.name} backend"
+            raise InvalidArgument(f"{what} has one device, {runner.name}:0; got a descriptor of {label}")
+        return Resolved(runner.name, None, label)
+    # The UUID survives a change in the driver's order; without one, the ordinal is the driver's index.
+    selector = device.uuid.strip() if uuid_key(device.uuid) else str(device.ordinal)
+    return Resolved(runner.name, selector, label)
 
 
 def _reports(reports: Sequence[BackendReport] | None) -> Sequence[BackendReport]:
@@ -155,13 +268,23 @@ def _reports(reports: Sequence[BackendReport] | None) -> Sequence[BackendReport]
     return init().describe_all()
 
 
+def _runnable() -> str:
+    """The installed backends that run programs: those of a discovery family in the families' order, then
+    the rest (virtio) by name."""
+    order = {kind.value: index for index, kind in enumerate(BackendKind)}
+    found = [e.registration for e in REGISTRY.entries() if e.registration is not None and not e.error]
+    found = [r for r in found if r.runs_programs]
+    found.sort(key=lambda r: (order.get(r.family or "", len(order)), r.name))
+    return ", ".join(r.name for r in found) or _installed_names()
+
+
 def _foreign(
     kind: BackendKind, ordinal: int | None, given: DeviceDescriptor | None, reports: Sequence[BackendReport]
 ) -> str:
     """Why a device of ``kind`` cannot be opened, and which execution device runs the same hardware."""
     family = kind.value
     head = f"no execution backend runs {family!r} devices"
-    available = "available execution backends: " + ", ".join(EXECUTION_BACKENDS)
+    available = "available execution backends: " + _runnable()
     report = next((r for r in reports if r.kind is kind), None)
     if given is not None:
         devices = [given]
@@ -190,6 +313,12 @@ def _foreign(
         else:
             notes.append(f"{who} has no Vulkan counterpart here")
     return "; ".join([head, *notes, *([] if matched else [available])])
+
+
+def _accepted() -> str:
+    """ACCEPTED_FORMS, and the installed backends it does not spell out (from the metadata alone)."""
+    others = [repr(name) for name in REGISTRY.names() if name not in _SPELLED_OUT]
+    return ACCEPTED_FORMS + (f"; installed besides: {', '.join(others)}" if others else "")
 
 
 def _ordinal(text: str) -> int | None:
