@@ -33,8 +33,10 @@ $(TOSA_VENV)/.installed:
 
 tosa-tools: $(TOSA_VENV)/.installed
 
+# ruff, then the size of every hand-written module under src/ (at most 500 lines: scripts/check-module-size).
 lint: venv
-	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks) scripts/operators-doc
+	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks) scripts/operators-doc scripts/check-module-size
+	$(PY) scripts/check-module-size
 
 # A wheel built from this tree, installed in a new virtual environment under .cache/wheel-check, runs
 # `ironaccel demo` on the native CPU path: fails on a file missing from the wheel or any fallback.

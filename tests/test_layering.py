@@ -247,3 +247,16 @@ def test_each_entry_point_names_a_light_registration_in_a_backend_layer(name: st
             assert top in sys.stdlib_module_names or top in ("ironaccel", "__future__"), (
                 f"{path.relative_to(ROOT)} imports {imported} when the runtime reads it"
             )
+
+
+def test_the_module_size_check_fails_on_a_long_module(tmp_path: Path):
+    """``make lint`` runs scripts/check-module-size over src/: a hand-written module of 501 lines fails it."""
+    script = ROOT / "scripts" / "check-module-size"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "short.py").write_text("x = 1\n" * 500)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tmp_path / "pkg" / "long.py").write_text("x = 1\n" * 501)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 1 and "pkg/long.py: 501 lines, over 500" in done.stdout, done.stdout
+    assert "short.py" not in done.stdout

@@ -58,6 +58,7 @@ REGISTRATION = BackendRegistration(
     one_device=True,
     # TODO(backend): drop (True) once capability.py admits an operator.
     runs_programs=False,
+    # TODO(backend): one line on what the backend runs, for `ironaccel devices`.
     summary="the backend kit's null device: the whole execution contract over host memory, and no operator",
 )
 
