@@ -283,7 +283,7 @@ def test_the_bundled_auto_order_and_families():
 def test_import_ironaccel_reads_no_entry_point():
     code = (
         "import sys, ironaccel; import ironaccel.runtime.backends as b; "
-        "print(b.REGISTRY._points is None, 'importlib.metadata' in sys.modules)"
+        "print(b.INSTALLED._points is None, 'importlib.metadata' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True False"

@@ -31,7 +31,7 @@ from .registration import GROUP, BackendRegistration, Entry, Registry, load_targ
 from .same_hardware import counterparts, uuid_key
 
 # The installed backends, read from the entry points when first needed (ADR 0030).
-REGISTRY = Registry()
+INSTALLED = Registry()
 AUTO = "auto"
 
 ACCEPTED_FORMS = (
@@ -47,16 +47,16 @@ class _Installed(Mapping[str, str]):
     (read on first use; nothing is imported)."""
 
     def __getitem__(self, name: str) -> str:
-        return REGISTRY.names()[name]
+        return INSTALLED.names()[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(REGISTRY.names())
+        return iter(INSTALLED.names())
 
     def __len__(self) -> int:
-        return len(REGISTRY.names())
+        return len(INSTALLED.names())
 
     def __repr__(self) -> str:
-        return f"EXECUTION_BACKENDS({REGISTRY.names()!r})"
+        return f"EXECUTION_BACKENDS({INSTALLED.names()!r})"
 
 
 class _AutoOrder(Sequence[str]):
@@ -96,20 +96,20 @@ class Resolved:
 def registrations() -> list[Entry]:
     """Every installed backend's entry point with its registration, or why it cannot be read (imports every
     registration; for listings such as ``ironaccel devices``)."""
-    return REGISTRY.entries()
+    return INSTALLED.entries()
 
 
 def rescan() -> None:
     """Read the installed entry points again on next use (after installing a backend into this process's
     environment)."""
-    REGISTRY.rescan()
+    INSTALLED.rescan()
 
 
 def auto_order() -> tuple[str, ...]:
     """What ``auto`` tries, in turn: first every backend whose registration cannot be read (its attempt fails
     at once with the reason, so the choice says why that backend was passed over), then the backends with an
     ``auto_rank``, lowest first (ties by name)."""
-    entries = [e for e in (REGISTRY.entry(name) for name in REGISTRY.names()) if e is not None]
+    entries = [e for e in (INSTALLED.entry(name) for name in INSTALLED.names()) if e is not None]
     unreadable = [e.name for e in entries if e.registration is None]
     ranked = sorted((r.auto_rank, r.name) for e in entries if (r := e.registration) and r.auto_rank is not None)
     return (*unreadable, *(name for _, name in ranked))
@@ -144,7 +144,7 @@ def resolve(spec: str | DeviceDescriptor, reports: Sequence[BackendReport] | Non
         if colon:
             raise InvalidArgument(f"auto takes no selector, got {_shown(spec)}; {_accepted()}")
         return Resolved(AUTO, None, AUTO)
-    if name in REGISTRY.names():
+    if name in INSTALLED.names():
         if name == "cpu":
             if colon and _ordinal(selector) != 0:
                 raise InvalidArgument(f"the CPU backend has one device, cpu:0; got {_shown(spec)}; {_accepted()}")
@@ -160,7 +160,7 @@ def resolve(spec: str | DeviceDescriptor, reports: Sequence[BackendReport] | Non
         raise InvalidArgument(
             f"no execution backend {_shown(name)} and no accelerator family of that name{hint}; {_accepted()}"
         ) from None
-    runner = _runner_of(kind)
+    runner = backend_for(kind)
     if runner is None:
         raise Unsupported(_foreign(kind, _ordinal(selector), None, _reports(reports)))
     # A family whose backend has another name: "cuda:1" opens what that backend calls its device 1.
@@ -213,7 +213,7 @@ def execution_counterparts(
 
 
 def _registration(name: str) -> BackendRegistration:
-    entry = REGISTRY.entry(name)
+    entry = INSTALLED.entry(name)
     if entry is None:
         raise InvalidArgument(f"no execution backend {_shown(name)}; installed: {_installed_names()}, or 'auto'")
     if entry.registration is None:
@@ -222,7 +222,7 @@ def _registration(name: str) -> BackendRegistration:
 
 
 def _installed_names() -> str:
-    names = ", ".join(sorted(REGISTRY.names()))
+    names = ", ".join(sorted(INSTALLED.names()))
     # No entry point at all: the package's own metadata predates them (an old editable install).
     return names or f"none (no distribution declares an entry point in the group {GROUP!r}: reinstall ironaccel)"
 
@@ -231,23 +231,19 @@ def backend_for(kind: BackendKind) -> BackendRegistration | None:
     """The installed backend that runs devices of the discovery family ``kind`` (its registration's
     ``family``), or None: the backend of the family's own name when it declares that family (only its
     registration is imported), else the first in scan order that does."""
-    return _runner_of(kind)
-
-
-def _runner_of(kind: BackendKind) -> BackendRegistration | None:
     family = kind.value
-    own = REGISTRY.entry(family)
+    own = INSTALLED.entry(family)
     if own is not None and own.registration is not None and own.registration.family == family:
         return own.registration
-    for entry in REGISTRY.entries():
-        if entry.registration is not None and entry.registration.family == family and not entry.error:
+    for entry in INSTALLED.entries():
+        if entry.registration is not None and entry.registration.family == family:
             return entry.registration
     return None
 
 
 def _resolve_descriptor(device: DeviceDescriptor, reports: Sequence[BackendReport] | None) -> Resolved:
     label = str(device.id)
-    runner = _runner_of(device.kind)
+    runner = backend_for(device.kind)
     if runner is None:
         raise Unsupported(_foreign(device.kind, device.ordinal, device, _reports(reports)))
     if runner.one_device:
@@ -272,10 +268,10 @@ def _runnable() -> str:
     """The installed backends that run programs: those of a discovery family in the families' order, then
     the rest (virtio) by name."""
     order = {kind.value: index for index, kind in enumerate(BackendKind)}
-    found = [e.registration for e in REGISTRY.entries() if e.registration is not None and not e.error]
+    found = [e.registration for e in INSTALLED.entries() if e.registration is not None]
     found = [r for r in found if r.runs_programs]
     found.sort(key=lambda r: (order.get(r.family or "", len(order)), r.name))
-    return ", ".join(r.name for r in found) or _installed_names()
+    return ", ".join(r.name for r in found) or ("none" if INSTALLED.names() else _installed_names())
 
 
 def _foreign(
@@ -317,7 +313,7 @@ def _foreign(
 
 def _accepted() -> str:
     """ACCEPTED_FORMS, and the installed backends it does not spell out (from the metadata alone)."""
-    others = [repr(name) for name in REGISTRY.names() if name not in _SPELLED_OUT]
+    others = [repr(name) for name in INSTALLED.names() if name not in _SPELLED_OUT]
     return ACCEPTED_FORMS + (f"; installed besides: {', '.join(others)}" if others else "")
 
 
