@@ -127,8 +127,9 @@ def _installed() -> Iterable[tuple[str, str, str]]:
     own = False
     for point in entry_points(group=GROUP):
         dist = getattr(point, "dist", None)
-        where = f"{dist.name} {dist.version}" if dist is not None else "an unnamed distribution"
-        own = own or (dist is not None and _normalized(dist.name) == "ironaccel")
+        dist_name = (getattr(dist, "name", None) or "") if dist is not None else ""
+        where = f"{dist_name} {dist.version}" if dist is not None and dist_name else "an unnamed distribution"
+        own = own or _normalized(dist_name) == "ironaccel"
         yield point.name, point.value, where
     if not own:
         yield from _checkout_points()
@@ -146,7 +147,10 @@ def _checkout_points() -> Iterable[tuple[str, str, str]]:
     import tomllib
     from pathlib import Path
 
-    project = Path(__file__).resolve().parents[3] / "pyproject.toml"  # <checkout>/src/ironaccel/runtime/
+    here = Path(__file__).resolve().parents  # <checkout>/src/ironaccel/runtime/registration.py
+    if len(here) < 4:
+        return
+    project = here[3] / "pyproject.toml"
     try:
         declared = tomllib.loads(project.read_text(encoding="utf-8")).get("project", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -188,9 +192,14 @@ class Registry:
         if name not in points:
             return None
         with self._lock:
-            if name not in self._read:
-                self._read[name] = _read(points[name])
-            return self._read[name]
+            done = self._read.get(name)
+        if done is None:
+            # Imported outside the lock: a registration module that asks the registry while it imports (or
+            # another thread importing it) must not wait on a lock held across its import.
+            done = _read(points[name])
+            with self._lock:
+                done = self._read.setdefault(name, done)
+        return done
 
     def entries(self) -> list[Entry]:
         """Every entry point with its registration read (or the reason it could not be), in scan order; a
