@@ -244,7 +244,7 @@ def test_int8_matmul_longer_than_a_driver_loop_cap_is_split_and_exact(dev):
 
 def test_int8_matmul_takes_cooperative_matrices_only_where_listed():
     from ironaccel.backends.vulkan import plan as planning
-    from ironaccel.backends.vulkan.ops.integer_tensor import COOP_INT8
+    from ironaccel.backends.vulkan.ops.matmul import COOP_INT8
     from ironaccel.tosa import ProgramBuilder
 
     def program(c, w, zp_const=True):

@@ -1,32 +1,19 @@
-"""Lowerings: one module per specification operator group, each mapping its operators to dispatches.
+"""Lowerings: one module per operator group of the specification, each registering, per operator, every
+(type signature -> lowering) it runs (:mod:`.registry`).
 
-:data:`LOWERINGS` is filled by the ``@lowering`` decorator as the group modules are imported below; the
-capability descriptor (``..capability``) lists the same operators with the types they accept, and a
-test checks the two agree. The operators :data:`.fp16.WIDENED` names take their fp16 forms from their
-fp32 lowerings through :func:`.fp16.widening`; those :data:`.integer_forms.FORMS` names take their
-integer forms from the integer tier's modules.
+The group modules are named after :class:`~ironaccel.tosa.operators.Group` and hold the fp32, fp16 /
+bf16 / fp8 (``widened=``) and integer forms of their operators side by side; what several groups share
+lives in a module per concern: :mod:`.common` (steps, places, shared helpers), :mod:`.elementwise` (the
+elementwise kernels), :mod:`.widening` (narrow floats around the fp32 kernels), :mod:`.matmul` (MATMUL's
+kernel choice). Importing this package imports every group module, which fills the table;
+:data:`LOWERINGS` is then, per operator, the lowering the planner calls, and ``..capability`` derives
+the advertised descriptor from the same registrations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ....tosa.operators import Op
-from .common import Lowering
-
-LOWERINGS: dict[Op, Lowering] = {}
-
-
-def lowering(*ops: Op) -> Callable[[Lowering], Lowering]:
-    def register(fn: Lowering) -> Lowering:
-        for op in ops:
-            LOWERINGS[op] = fn
-        return fn
-
-    return register
-
-
-from . import (  # noqa: E402 - the group modules register themselves through `lowering`
+from . import (  # each group module registers its lowerings as it is imported
     activation,
     comparison,
     data_layout,
@@ -35,22 +22,16 @@ from . import (  # noqa: E402 - the group modules register themselves through `l
     elementwise_ternary,
     elementwise_unary,
     image,
-    integer_elementwise,
-    integer_tensor,
-    matmul,
     reduction,
-    rescale,
     scatter_gather,
+    shape,
     tensor,
     type_conversion,
 )
-from .fp16 import WIDENED, widening  # noqa: E402 - after the group modules have registered
-from .integer_forms import FORMS, integer_first  # noqa: E402 - likewise
+from .common import Lowering
+from .registry import lowerings
 
-for _op in WIDENED:
-    LOWERINGS[_op] = widening(LOWERINGS[_op])
-for _op, _form in FORMS.items():
-    LOWERINGS[_op] = integer_first(_form, LOWERINGS[_op])
+LOWERINGS: dict[Op, Lowering] = lowerings()
 
 __all__ = [
     "LOWERINGS",
@@ -61,16 +42,10 @@ __all__ = [
     "elementwise_binary",
     "elementwise_ternary",
     "elementwise_unary",
-    "fp16",
     "image",
-    "integer_elementwise",
-    "integer_forms",
-    "integer_tensor",
-    "lowering",
-    "matmul",
     "reduction",
-    "rescale",
     "scatter_gather",
+    "shape",
     "tensor",
     "type_conversion",
 ]

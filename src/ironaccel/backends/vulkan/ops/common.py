@@ -1,4 +1,4 @@
-"""What a lowering produces and the helpers the elementwise lowerings share.
+"""What a lowering produces and the helpers lowerings of several groups share.
 
 A lowering turns one TOSA operator into :class:`Dispatch` and :class:`Copy` steps over :class:`Place`\\ s
 (byte ranges of the program's arena or constants buffer). Steps name the ranges they read and write,
@@ -15,8 +15,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ....core.errors import InternalError
+from ....core.errors import InternalError, ResourceLimit
 from ....tosa.attributes import NanPropagationMode
+from ....tosa.capability import Constraint, zero_zero_points
 from ....tosa.dtypes import DType
 from ....tosa.ir import Operator, Tensor
 
@@ -107,6 +108,10 @@ class LoweringContext(Protocol):
 
 Lowering = Callable[[LoweringContext], list[Step]]
 
+# The float kernels read no zero points: their registrations take constant zeros only (the integer forms
+# of the same operators read any, so the rule is scoped to the float signatures).
+FLOAT_ZERO_POINTS = Constraint("zero zero-points for float operands", zero_zero_points().check)
+
 
 def nan_mode(ctx: LoweringContext) -> int:
     """The operator's NaN mode as the kernels take it: 1 propagate (also for UNKNOWN), 2 ignore."""
@@ -191,3 +196,22 @@ def indexed_push(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]) -
     for s in strides:
         words += pad(s)
     return n, struct.pack(f"<{len(words)}I", *words)
+
+
+def check_loops(ctx: LoweringContext, iterations: int) -> None:
+    """ResourceLimit when one invocation would loop ``iterations`` times past the driver's cap."""
+    limit = ctx.max_loop_iterations
+    if limit is not None and iterations > limit:
+        raise ResourceLimit(
+            f"{ctx.operator.op.name} over {ctx.inputs[0].shape} would loop {iterations} times in one invocation; "
+            f"this driver stops every invocation after {limit} loop iterations"
+        )
+
+
+def view_or_copy(ctx: LoweringContext) -> list[Step]:
+    """RESHAPE and IDENTITY: nothing when the planner made the result a view of the operand (the same
+    arena or constant bytes), else one buffer copy (a graph input or output is involved)."""
+    src, dst = ctx.place(ctx.inputs[0]), ctx.place(ctx.outputs[0])
+    if src == dst or dst.size == 0:
+        return []
+    return [Copy(src, dst)]

@@ -1,4 +1,5 @@
-"""EQUAL, GREATER, GREATER_EQUAL: fp32 in, BOOL out, with broadcasting: ``compare.comp``.
+"""EQUAL, GREATER, GREATER_EQUAL with broadcasting, BOOL out: fp32 in on ``compare.comp`` (fp16 and bf16
+widened to it), int32 in on ``integer.comp``.
 
 BOOL results are bytes; each invocation writes one 32-bit word (four results), so the workgroup count
 is per word. The arena places every tensor on a 256-byte boundary, so a last partial word writes only
@@ -7,14 +8,20 @@ padding.
 
 from __future__ import annotations
 
+from ....tosa.capability import Signature
 from ....tosa.operators import Op
-from . import lowering
 from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups, indexed_push
+from .elementwise import integer_steps
+from .registry import lowering
 
 OPCODES = {Op.EQUAL: 0, Op.GREATER: 1, Op.GREATER_EQUAL: 2}
 
 
-@lowering(*OPCODES)
+def _to_bool(*types: str) -> tuple[Signature, ...]:
+    return tuple(Signature.of(in_t=t, out_t="bool") for t in types)
+
+
+@lowering(*OPCODES, signatures=_to_bool("fp32"), widened=_to_bool("fp16", "bf16"))
 def compare(ctx: LoweringContext) -> list[Step]:
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.outputs[0]
@@ -24,3 +31,8 @@ def compare(ctx: LoweringContext) -> list[Step]:
     spec = (WORKGROUP, OPCODES[ctx.operator.op])
     reads = (ctx.place(a), ctx.place(b))
     return [Dispatch("compare", spec, reads, (ctx.place(out),), push, groups(-(-n // 4), ctx))]
+
+
+@lowering(*OPCODES, signatures=_to_bool("int32"))
+def compare_integer(ctx: LoweringContext) -> list[Step]:
+    return integer_steps(ctx)

@@ -1,9 +1,10 @@
-"""RESHAPE, IDENTITY, TRANSPOSE, SLICE, PAD, TILE, REVERSE and CONCAT, for every element size the
-tier moves (BOOL and the integer types as bytes or halves, fp32 as words).
+"""RESHAPE, TRANSPOSE, SLICE, PAD, TILE, REVERSE and CONCAT, for every type the backend stores: each
+moves elements as bits (BOOL, the integer types and fp8 as bytes, fp16 and bf16 as halves, fp32 as words),
+so every type is one registration of the same lowering.
 
-RESHAPE and IDENTITY move no data when the planner made the result a view (the analysis's views share
-their source's arena bytes; a reshaped constant shares the constant's bytes); otherwise, where a graph
-input or output is involved, they are one buffer copy.
+RESHAPE moves no data when the planner made the result a view (the analysis's views share their source's
+arena bytes; a reshaped constant shares the constant's bytes); otherwise, where a graph input or output
+is involved, it is one buffer copy (:func:`.common.view_or_copy`, IDENTITY's lowering too).
 
 TRANSPOSE, SLICE, PAD, TILE and REVERSE are one ``layout.comp`` dispatch each: every output element
 finds its source through per-dimension extents, strides and offsets (or reads the pad value), after
@@ -21,11 +22,9 @@ import numpy as np
 
 from ....core.errors import InternalError
 from ....tosa.operators import Op
-from . import lowering
 from .common import (
     MAX_RANK,
     WORKGROUP,
-    Copy,
     Dispatch,
     LoweringContext,
     Step,
@@ -33,17 +32,19 @@ from .common import (
     element_bytes,
     groups,
     pad,
+    view_or_copy,
     word_groups,
     words,
 )
+from .registry import in_out, lowering
+
+# Every type the backend stores: the layout kernels move each as its bits.
+MOVED = in_out("fp32", "bool", "fp16", "bf16", "fp8e4m3", "fp8e5m2", "int8", "int16", "int32")
 
 
-@lowering(Op.RESHAPE, Op.IDENTITY)
+@lowering(Op.RESHAPE, signatures=MOVED)
 def reshape(ctx: LoweringContext) -> list[Step]:
-    src, dst = ctx.place(ctx.inputs[0]), ctx.place(ctx.outputs[0])
-    if src == dst or dst.size == 0:
-        return []
-    return [Copy(src, dst)]
+    return view_or_copy(ctx)
 
 
 def _shape_operand(ctx: LoweringContext, index: int) -> list[int]:
@@ -96,7 +97,7 @@ def _layout(
     return [Dispatch("layout", spec, (ctx.place(x),), (ctx.place(out),), push, word_groups(n, es, ctx))]
 
 
-@lowering(Op.TRANSPOSE)
+@lowering(Op.TRANSPOSE, signatures=MOVED)
 def transpose(ctx: LoweringContext) -> list[Step]:
     x = ctx.inputs[0]
     perms = ctx.operator.attribute.perms
@@ -104,7 +105,7 @@ def transpose(ctx: LoweringContext) -> list[Step]:
     return _layout(ctx, [x.shape[p] for p in perms], [strides[p] for p in perms])
 
 
-@lowering(Op.SLICE)
+@lowering(Op.SLICE, signatures=MOVED)
 def slice_(ctx: LoweringContext) -> list[Step]:
     x = ctx.inputs[0]
     start = _shape_operand(ctx, 1)
@@ -119,27 +120,27 @@ def _pad_bits(ctx: LoweringContext, index: int) -> int:
     return int.from_bytes(raw, "little") if raw else 0
 
 
-@lowering(Op.PAD)
+@lowering(Op.PAD, signatures=MOVED)
 def pad_(ctx: LoweringContext) -> list[Step]:
     x = ctx.inputs[0]
     padding = _shape_operand(ctx, 1)  # [before_0, after_0, before_1, ...]
     return _layout(ctx, x.shape, contiguous_strides(x.shape), lo=padding[0::2], pad_bits=_pad_bits(ctx, 2))
 
 
-@lowering(Op.TILE)
+@lowering(Op.TILE, signatures=MOVED)
 def tile(ctx: LoweringContext) -> list[Step]:
     x = ctx.inputs[0]
     return _layout(ctx, x.shape, contiguous_strides(x.shape), tile=True)
 
 
-@lowering(Op.REVERSE)
+@lowering(Op.REVERSE, signatures=MOVED)
 def reverse(ctx: LoweringContext) -> list[Step]:
     x = ctx.inputs[0]
     axis = ctx.operator.attribute.axis
     return _layout(ctx, x.shape, contiguous_strides(x.shape), flip=[d == axis for d in range(x.rank)])
 
 
-@lowering(Op.CONCAT)
+@lowering(Op.CONCAT, signatures=MOVED)
 def concat(ctx: LoweringContext) -> list[Step]:
     out = ctx.outputs[0]
     if out.size == 0:

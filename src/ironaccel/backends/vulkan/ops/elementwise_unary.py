@@ -1,53 +1,51 @@
-"""ABS, NEGATE (zero zero-points), FLOOR, CEIL, EXP, LOG, RECIPROCAL, RSQRT, SIN, COS on fp32: ``unary.comp``;
-LOGICAL_NOT on BOOL: ``integer.comp``.
+"""Elementwise unary operators, every form side by side.
 
-ABS, NEGATE, FLOOR and CEIL are exact; the others are written out in shaders/include/math.glsl
-because Vulkan's built-ins are looser than TOSA's bounds.
+* ABS, NEGATE (zero zero-points), FLOOR, CEIL, EXP, LOG, RECIPROCAL, RSQRT, SIN, COS on fp32:
+  ``unary.comp`` (:func:`.elementwise.unary_steps`); their fp16 and bf16 forms are the same kernel between
+  conversions.
+* ABS (int32), NEGATE (int8 / int16 / int32, with constant zero points of any value), BITWISE_NOT, CLZ:
+  ``int_unary.comp``, exact.
+* LOGICAL_NOT on BOOL: ``integer.comp``.
 """
 
 from __future__ import annotations
 
-import struct
-
+from ....tosa.capability import Signature, constant_operand
 from ....tosa.operators import Op
-from . import lowering
-from .common import WORKGROUP, Dispatch, LoweringContext, Step, groups
-from .elementwise_binary import integer_steps
+from .common import FLOAT_ZERO_POINTS, LoweringContext, Step
+from .elementwise import constant_int, int_unary_steps, integer_steps, unary_steps
+from .registry import in_out, lowering
 
-OPCODES = {
-    Op.ABS: 0,
-    Op.NEGATE: 1,
-    Op.FLOOR: 2,
-    Op.CEIL: 3,
-    Op.EXP: 4,
-    Op.LOG: 5,
-    Op.RECIPROCAL: 6,
-    Op.RSQRT: 7,
-    Op.SIN: 8,
-    Op.COS: 9,
-    Op.TANH: 10,
-    Op.SIGMOID: 11,
-    Op.ERF: 12,
-    Op.CLAMP: 13,
-}
+FUNCTIONS = (Op.FLOOR, Op.CEIL, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.SIN, Op.COS)
 
 
-def unary_steps(ctx: LoweringContext, lo: float = 0.0, hi: float = 0.0, nan: int = 1) -> list[Step]:
-    """One ``unary.comp`` dispatch for the operator; ``lo`` / ``hi`` / ``nan`` only matter to CLAMP."""
-    x, out = ctx.inputs[0], ctx.outputs[0]
-    n = out.size
-    if n == 0:
-        return []
-    push = struct.pack("<Iff", n, lo, hi)
-    spec = (WORKGROUP, OPCODES[ctx.operator.op], nan)
-    return [Dispatch("unary", spec, (ctx.place(x),), (ctx.place(out),), push, groups(n, ctx))]
-
-
-@lowering(Op.ABS, Op.NEGATE, Op.FLOOR, Op.CEIL, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.SIN, Op.COS)
+@lowering(Op.ABS, *FUNCTIONS, signatures=in_out("fp32"), widened=in_out("fp16", "bf16"))
+@lowering(
+    Op.NEGATE,
+    signatures=(Signature.of(in_out_t="fp32", acc_t="fp32"),),
+    widened=tuple(Signature.of(in_out_t=t, acc_t=t) for t in ("fp16", "bf16")),
+    constraints=(FLOAT_ZERO_POINTS,),
+)
 def unary(ctx: LoweringContext) -> list[Step]:
-    return unary_steps(ctx)  # NEGATE's zero points are 0 (admission checks it), so it is -x
+    return unary_steps(ctx)  # NEGATE's zero points are 0 (FLOAT_ZERO_POINTS), so it is -x
 
 
-@lowering(Op.LOGICAL_NOT)
+@lowering(Op.ABS, Op.CLZ, signatures=in_out("int32"))
+@lowering(Op.BITWISE_NOT, signatures=in_out("int8", "int16", "int32"))
+def unary_integer(ctx: LoweringContext) -> list[Step]:
+    return int_unary_steps(ctx)
+
+
+@lowering(
+    Op.NEGATE,
+    signatures=tuple(Signature.of(in_out_t=t, acc_t="int32") for t in ("int8", "int16", "int32")),
+    # the zero points are read on the host (:func:`.elementwise.constant_int`)
+    constraints=(constant_operand(1, "input zero point"), constant_operand(2, "output zero point")),
+)
+def negate_integer(ctx: LoweringContext) -> list[Step]:
+    return int_unary_steps(ctx, constant_int(ctx, 1), constant_int(ctx, 2))
+
+
+@lowering(Op.LOGICAL_NOT, signatures=in_out("bool"))
 def logical_not(ctx: LoweringContext) -> list[Step]:
     return integer_steps(ctx, 0, 0)

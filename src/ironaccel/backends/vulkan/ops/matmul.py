@@ -1,7 +1,8 @@
-"""MATMUL: [N, H, C] x [N, C, W] -> [N, H, W], fp32, fp16, bf16 or fp8 inputs, accumulated in fp32
-(bf16 and fp8 operands are widened to fp32 first, :func:`.fp16.widening`).
+"""MATMUL's kernels, chosen at load from the shape, the types and what the device offers (the
+registrations, per signature, are in :mod:`.tensor`): [N, H, C] x [N, C, W] -> [N, H, W].
 
-Four kernels, chosen at load from the shape, the types and what the device offers:
+fp32, fp16, bf16 or fp8 inputs, accumulated in fp32 (:func:`float_steps`; bf16 and fp8 operands are
+widened to fp32 first, :func:`widened_steps`), in four kernels:
 
 * ``matmul.comp`` (every device, fp32 and fp16 inputs): register-blocked tiles in shared memory, each
   invocation accumulating a TM x TN block (4 or 8 each) with fma. The tile (:func:`tile_for`) follows
@@ -24,6 +25,11 @@ checks on whole tiles.
 Accumulation is fp32 for both of TOSA's fp16 accumulator types (more accurate than an fp16
 accumulator, within the specification's dot-product bound); an fp16 result is the fp32 one rounded
 once by ``cast.comp``. Batches beyond the device's z group limit become further dispatches.
+
+int8 x int8 -> int32 with zero points (:func:`int8_steps`): ``matmul_int_coop.comp`` on int8
+cooperative matrices where the device lists them, else ``matmul_int.comp``, one invocation per output
+walking C (split along C under a driver's loop cap, the int32 partial sums added by ``reduce_int.comp``:
+wrapping addition is associative, so the result is the same exact sum narrowed to int32).
 """
 
 from __future__ import annotations
@@ -31,16 +37,20 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+import numpy as np
+
 from ....core.errors import ResourceLimit
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from ..workgroup_matrix import parse
-from . import lowering
-from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, groups
-from .fp16 import convert, widening
+from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, check_loops, groups, word_groups, words
+from .reduction import INTEGER_OPCODES as REDUCE_INTEGER_OPCODES
+from .widening import convert, widening
 
 COOP_FP16 = "fp16:16x16x16:fp32"  # the cooperative-matrix configuration matmul_coop.comp is written for
 COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgroup (4 subgroups of 64 x 64)
+COOP_INT8 = "int8:16x16x32:int32"  # the cooperative-matrix configuration matmul_int_coop.comp is written for
+INT8_COOP_TILE = (128, 128)  # rows and columns of output per matmul_int_coop.comp workgroup
 COOP_BK = 32
 WG_TILE = (128, 256)  # matmul_wg_coop.comp: output rows and columns per workgroup,
 WG_STEP = 32  # C per step,
@@ -115,14 +125,13 @@ def _slice_length(c: int, slices: int, step: int) -> int:
     return -(-per_slice // step) * step
 
 
-@lowering(Op.MATMUL)
-def matmul(ctx: LoweringContext) -> list[Step]:
-    if ctx.inputs[0].dtype in WIDENED_INPUTS:  # operands widened around the fp32 kernels (ops/fp16.py)
-        return widening(_matmul, WIDENED_INPUTS)(ctx)
-    return _matmul(ctx)
+def widened_steps(ctx: LoweringContext) -> list[Step]:
+    """bf16 or fp8 operands widened to fp32 around :func:`float_steps` (an fp16 result is rounded by it)."""
+    return widening(float_steps, WIDENED_INPUTS)(ctx)
 
 
-def _matmul(ctx: LoweringContext) -> list[Step]:
+def float_steps(ctx: LoweringContext) -> list[Step]:
+    """fp32 or fp16 operands, an fp32 or fp16 result."""
     a, b = ctx.inputs[0], ctx.inputs[1]
     out = ctx.outputs[0]
     n, h, c = a.shape
@@ -227,4 +236,61 @@ def coop(
         count = min(limit_z, n - base)
         push = struct.pack("<4I", base, h, c, w)
         steps.append(Dispatch(shader, spec, reads, (target,), push, (gx, gy, count)))
+    return steps
+
+
+def int8_steps(ctx: LoweringContext) -> list[Step]:
+    """``matmul_int_coop.comp`` where the device has int8 cooperative matrices, the rows of both
+    operands are whole 16-byte words and the zero points are constants; else ``matmul_int.comp``,
+    one invocation per output walking C."""
+    a, b, a_zp, b_zp = ctx.inputs
+    out = ctx.outputs[0]
+    if out.size == 0:
+        return []
+    n, h, c = a.shape
+    w = b.shape[2]
+    zps = ctx.constant(2), ctx.constant(3)
+    if COOP_INT8 in ctx.matrix_tiles and c % 16 == 0 and w % 16 == 0 and all(z is not None for z in zps):
+        za, zb = (int(np.asarray(z).reshape(-1)[0]) for z in zps)
+        return _int8_coop(ctx, n, h, c, w, (ctx.place(a), ctx.place(b)), ctx.place(out), za, zb)
+    reads = tuple(ctx.place(t) for t in (a, b, a_zp, b_zp))
+    limit = ctx.max_loop_iterations
+    if limit is None or c * -(-out.size // (groups(out.size, ctx)[0] * WORKGROUP)) <= limit:
+        push = words(out.size, h, c, w, c, 1)
+        return [Dispatch("matmul_int", (WORKGROUP,), reads, (ctx.place(out),), push, groups(out.size, ctx))]
+    # Split-k under a driver's loop cap: slices of at most half the cap, their int32 sums added after.
+    length = limit // 2
+    slices = -(-c // length)
+    count = out.size * slices
+    check_loops(ctx, length * -(-count // (groups(count, ctx)[0] * WORKGROUP)))
+    partial = ctx.scratch(4 * count)
+    reduce_grid = word_groups(out.size, 4, ctx)
+    check_loops(ctx, slices * -(-out.size // (reduce_grid[0] * WORKGROUP)))
+    return [
+        Dispatch(
+            "matmul_int", (WORKGROUP,), reads, (partial,), words(out.size, h, c, w, length, slices), groups(count, ctx)
+        ),
+        Dispatch(
+            "reduce_int",
+            (WORKGROUP, REDUCE_INTEGER_OPCODES[Op.REDUCE_SUM], 4),
+            (partial,),
+            (ctx.place(out),),
+            struct.pack("<3I", 1, slices, out.size),
+            reduce_grid,
+        ),
+    ]
+
+
+def _int8_coop(
+    ctx: LoweringContext, n: int, h: int, c: int, w: int, reads: tuple[Place, Place], target: Place, za: int, zb: int
+) -> list[Step]:
+    rows, cols = INT8_COOP_TILE
+    gx, gy = -(-w // cols), -(-h // rows)
+    limit_x, limit_y, limit_z = ctx.max_groups
+    if gx > limit_x or gy > limit_y:
+        raise ResourceLimit(f"MATMUL output {h}x{w} needs {gy}x{gx} tiles; the device dispatches {limit_y}x{limit_x}")
+    steps: list[Step] = []
+    for base in range(0, n, limit_z):
+        push = struct.pack("<4I2i", base, h, c, w, za, zb)
+        steps.append(Dispatch("matmul_int_coop", (), reads, (target,), push, (gx, gy, min(limit_z, n - base))))
     return steps

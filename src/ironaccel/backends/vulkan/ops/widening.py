@@ -1,16 +1,17 @@
-"""fp16 and bf16 operators: stored as 16-bit halves, computed in fp32, rounded once.
+"""Narrow floats (fp16, bf16, fp8) stored as 16-bit halves or bytes, computed by the fp32 kernels,
+rounded once.
 
 bf16 and fp8 follow fp16 throughout (``include/bf16.glsl``, ``include/fp8.glsl``: exact widening, one
 rounding); what is said below of fp16 holds for them with their own precision (ADR 0008, "The BF16
 and FP8 tiers"). fp8 tensors are bytes.
 
 Operators that only move, select or compare bits take fp16 elements directly as 16-bit halves
-(layout, CONCAT, SELECT, RESHAPE / IDENTITY: :data:`.common.ELEMENT_BYTES`). Every other operator
-listed in :data:`WIDENED` runs its fp32 kernel between conversions: each fp16 operand is widened into
-operator-private scratch of the arena (exactly; an fp16 constant is widened once, at load, into the
-constants buffer), the fp32 kernel writes an fp32 scratch result, and ``cast.comp`` rounds that once
-to fp16 (shaders/include/fp16.glsl: integer code on the bit patterns, so no device needs
-shaderFloat16 and every device rounds alike).
+(layout, CONCAT, SELECT, RESHAPE / IDENTITY: :data:`.common.ELEMENT_BYTES`). An operator whose narrow
+signatures are registered ``widened=`` (:func:`.registry.lowering`) runs its fp32 kernel between
+conversions: :func:`widening` widens each fp16 operand into operator-private scratch of the arena
+(exactly; an fp16 constant is widened once, at load, into the constants buffer), the fp32 kernel writes
+an fp32 scratch result, and ``cast.comp`` rounds that once to fp16 (shaders/include/fp16.glsl: integer
+code on the bit patterns, so no device needs shaderFloat16 and every device rounds alike).
 
 What this gives, next to the CPU backend (which evaluates in float64 and rounds once to fp16):
 * ADD, SUB, MUL, RECIPROCAL and the exact operators (ABS, NEGATE, FLOOR, CEIL, MAXIMUM, MINIMUM,
@@ -38,18 +39,7 @@ import numpy as np
 from ....core.errors import InternalError
 from ....tosa.dtypes import DType
 from ....tosa.ir import Tensor
-from ....tosa.operators import Op
 from .common import ELEMENT_BYTES, WORKGROUP, Dispatch, Lowering, LoweringContext, Place, Step, word_groups
-
-# Operators whose fp16 form is their fp32 kernel between conversions.
-WIDENED = (
-    *(Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.POW),
-    *(Op.ABS, Op.NEGATE, Op.FLOOR, Op.CEIL, Op.EXP, Op.LOG, Op.RECIPROCAL, Op.RSQRT, Op.SIN, Op.COS),
-    *(Op.CLAMP, Op.TANH, Op.SIGMOID, Op.ERF, Op.EQUAL, Op.GREATER, Op.GREATER_EQUAL),
-    *(Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D, Op.AVG_POOL2D, Op.MAX_POOL2D),
-    *(Op.ARGMAX, Op.REDUCE_SUM, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.REDUCE_PRODUCT),
-    *(Op.GATHER, Op.SCATTER, Op.RESIZE),
-)
 
 FP32_CODE = 0
 # cast.comp's type codes of the float types stored narrower than fp32 (halves, or bytes for fp8)
