@@ -289,22 +289,7 @@ def test_import_ironaccel_reads_no_entry_point():
     assert out.strip() == "True False"
 
 
-# Registrations whose package root imports the backend itself when the registration is read.
-HEAVY_PACKAGE_ROOT = {
-    "cpu": "backends/cpu/__init__.py imports the interpreter at import: it should load it on first use",
-    "virtio": "virtio/__init__.py imports the device engine at import: it should load it on first use",
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=HEAVY_PACKAGE_ROOT[n]))
-        if n in HEAVY_PACKAGE_ROOT
-        else n
-        for n in sorted(DECLARED)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(DECLARED))
 def test_reading_a_registration_imports_nothing_of_its_backend(name):
     """Where the runtime reads registrations (itself imported), reading one may add only its module, its
     packages and core modules."""

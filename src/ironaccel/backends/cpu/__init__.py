@@ -17,14 +17,17 @@ as generated native code instead where a C compiler is found and the program's o
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ...tosa.ir import Program
-from .interpreter import CompiledProgram
-from .interpreter import load as _load_program
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .interpreter import CompiledProgram
 
 ProgramSource = Program | bytes | bytearray | memoryview | str | os.PathLike
 
@@ -39,12 +42,29 @@ def _program(source: ProgramSource) -> Program:
 
 def load(program: ProgramSource) -> CompiledProgram:
     """Prepare a program (a :class:`Program`, ``.tosa`` bytes or a path) for repeated runs."""
-    return _load_program(_program(program))
+    # The interpreter is imported here, not with the package: reading the backend's registration imports
+    # this package, and must not load the interpreter and its kernels (ADR 0030).
+    from .interpreter import load as load_program
+
+    return load_program(_program(program))
 
 
 def run(program: ProgramSource, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Load ``program`` and run it once on ``inputs`` (storage form); returns its outputs."""
     return load(program).run(inputs)
+
+
+def __getattr__(name: str) -> Any:
+    """``CompiledProgram``, imported from the interpreter when first asked for."""
+    if name != "CompiledProgram":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = importlib.import_module(f"{__name__}.interpreter").CompiledProgram
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "CompiledProgram"})
 
 
 __all__ = ["CompiledProgram", "load", "run"]
