@@ -1,6 +1,6 @@
 """The tensor operators, every form side by side: CONV2D, CONV3D, TRANSPOSE_CONV2D, DEPTHWISE_CONV2D,
 AVG_POOL2D, MAX_POOL2D, ARGMAX and MATMUL, each in fp32 (fp16, bf16 and fp8 widened to it) and int8 / int16
-(zero points of any value; the float forms take constant zeros).
+(zero points of any value; the float forms take constant zeros); the convolutions also with int4 weights.
 
 * CONV2D / CONV3D / TRANSPOSE_CONV2D: ``conv.comp`` and its integer twin ``conv_int.comp`` (int8 x int8 ->
   int32 with the zero points), an implicit GEMM (output positions x output channels, reduced over kernel
@@ -51,7 +51,11 @@ WIDENED_CONV = (
     _conv("bf16", "bf16", "fp32"),
     *(_conv(t, "fp16", "fp16") for t in FP8),
 )
-INT8_CONV = (Signature.of(in_t="int8", weight_t="int8", out_t="int32", acc_t="int32"),)
+INT8_CONV = (
+    Signature.of(in_t="int8", weight_t="int8", out_t="int32", acc_t="int32"),
+    # int4 weights (EXT-INT4) are held one value per byte, as int8 (DType.INT4.numpy): the int8 kernels read them
+    Signature.of(in_t="int8", weight_t="int4", out_t="int32", acc_t="int32"),
+)
 
 
 def _tiles(rows: int, channels: int) -> tuple[int, int]:
