@@ -1,0 +1,263 @@
+"""A program loaded on a device and callable with arrays (:class:`Executable`), the user API's hot path.
+
+``exe(x)`` checks its inputs and, for a program the backend runs on the caller's thread
+(``Accelerator.run_direct``), runs it there on the caller's arrays with no queue hand-off. Otherwise a call
+is ``submit(...).wait()``: the inputs are copied into a buffer set kept between calls (a
+:class:`~.holdings.CallSet`), and the program is submitted on the device's queue, or launched where the
+backend prepares submissions natively (ADR 0016), or started as a direct run it finishes later
+(``Accelerator.start_direct``). Which of these a call takes is decided once, at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import InvalidArgument, IronAccelError
+from . import reclaim
+from .event import EventState
+from .handles import Buffer, Event, Program
+from .holdings import CallSet, ExecutableHoldings
+from .metadata import Metadata
+from .run import Run
+from .spec import TensorSpec
+from .types import Binding, BufferDesc, BufferUsage, MemoryDomain
+
+if TYPE_CHECKING:
+    from .device import Device
+
+_IO_USAGE = (
+    BufferUsage.PROGRAM_INPUT
+    | BufferUsage.PROGRAM_OUTPUT
+    | BufferUsage.TRANSFER_SOURCE
+    | BufferUsage.TRANSFER_DESTINATION
+)
+
+SMALL_OUTPUT_BYTES = 64 << 10  # outputs up to this size live in HOST memory where the device offers it
+
+
+def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
+    if type(value) is np.ndarray:  # the common case first: small programs run in tens of microseconds
+        arr = value
+    else:
+        if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
+            value = np.from_dlpack(value)
+        arr = np.asarray(value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=spec.numpy_dtype)
+    if arr.dtype != spec.numpy_dtype:
+        raise InvalidArgument(f"input {index} ({spec}): expected {spec.numpy_dtype}, got {arr.dtype}")
+    if arr.shape != spec.shape:
+        raise InvalidArgument(f"input {index} ({spec}): expected shape {spec.shape}, got {arr.shape}")
+    # np.ascontiguousarray would make a rank-0 array rank 1
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays may share memory (two arrays owning their memory never do: a quick answer)."""
+    if a.base is None and b.base is None:
+        return a is b
+    return bool(np.may_share_memory(a, b))
+
+
+class Executable:
+    """A program loaded on a device, callable with arrays.
+
+    Thread safety: calls and ``submit`` may come from any threads at once (each call gets its own
+    buffers; concurrent calls must not share ``out`` arrays); ``close`` only once no call is in flight.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) unloads the program and frees the buffers kept
+    for calls; an Executable that is dropped without it does the same when it is collected. Runs keep
+    their Executable alive until they are waited for or dropped."""
+
+    def __init__(self, device: Device, program: Program, metadata: Metadata | None = None) -> None:
+        self.device = device
+        self.program = program
+        self.inputs: tuple[TensorSpec, ...] = program.inputs
+        self.outputs: tuple[TensorSpec, ...] = program.outputs
+        self.metadata = metadata or Metadata.of(program.inputs, program.outputs)
+        self._input_index = {spec.name: i for i, spec in enumerate(self.inputs)}
+        acc = device.accelerator
+        self._held = ExecutableHoldings(device._held, program)
+        self._direct = acc.runs_direct(program)
+        self._starts = acc.starts_direct(program)
+        self._launches = acc.launches_natively
+        # Small outputs in host memory: the host reads them at memory speed (mapped device memory can be
+        # read uncached, which makes even a kilobyte slow).
+        host = MemoryDomain.HOST in acc.device_info().domains
+        self._domains = [MemoryDomain.SHARED] * len(self.inputs) + [
+            MemoryDomain.HOST if host and 0 < spec.nbytes <= SMALL_OUTPUT_BYTES else MemoryDomain.SHARED
+            for spec in self.outputs
+        ]
+
+    def __repr__(self) -> str:
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
+        state = "" if self._held.open else " closed"
+        return f"<Executable on {self.device.name}{state}: ({ins}) -> ({outs})>"
+
+    def __call__(self, *arrays: Any, out: Any = None, **named: Any) -> list[np.ndarray]:
+        """Run the program and return its outputs in order. Inputs by position, ``exe(a, b)``; by name,
+        ``exe(x=a, y=b)``; or as one mapping, ``exe({"x": a, "y": b})`` (for names that are not Python
+        identifiers, or an input called ``out``). ``out``: arrays to write the outputs into."""
+        if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
+            arrays = self._by_name(arrays, named)
+        if not self._direct:
+            return self.submit(*arrays, out=out).wait()
+        values = self._values(arrays)
+        if out is None:
+            targets = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.outputs]
+        else:
+            targets = self._targets(out)
+            others = [*values, *targets]
+            if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
+                return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
+        self._held.acc.run_direct(self.program, values, targets)
+        return targets
+
+    def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None, **named: Any) -> Run:
+        """Start a call (inputs as for a call). ``out``: arrays to receive the outputs (one array, or one
+        per output, each of the output's shape and storage dtype, writable and C-contiguous); otherwise new
+        arrays are made."""
+        if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
+            arrays = self._by_name(arrays, named)
+        values = self._values(arrays)
+        targets = self._targets(out)
+        held = self._held
+        acc, ctx = held.acc, self.device.context
+        if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
+            return Run(self, None, None, targets, acc.start_direct(self.program, values))
+        calls = held.take() or CallSet([])
+        try:
+            if not calls.buffers:
+                for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
+                    calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
+            for buf, value in zip(calls.buffers, values, strict=False):
+                acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8) if value.size else b"")
+            if self._launches and timeout is None:
+                # Checked once per buffer set; each call is then one launch (Accelerator.prepare).
+                if calls.prepared is None:
+                    calls.prepared = acc.prepare(self.device.queue, self.program, self._bindings(calls.buffers))
+                return Run(self, None, calls, targets, ticket=acc.launch(calls.prepared))
+            event = acc.submit(self.device.queue, self.program, self._bindings(calls.buffers), timeout=timeout)
+        except BaseException:
+            held.discard(calls)
+            raise
+        return Run(self, event, calls, targets)
+
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """onnxruntime's form: the outputs named in ``output_names`` (None: all, in order), for inputs
+        given by name in ``feeds``."""
+        outputs = self(feeds)
+        if output_names is None:
+            return outputs
+        index = {spec.name: i for i, spec in enumerate(self.outputs)}
+        unknown = [n for n in output_names if n not in index]
+        if unknown:
+            raise InvalidArgument(f"no output named {', '.join(map(repr, unknown))}; outputs: {', '.join(index)}")
+        return [outputs[index[n]] for n in output_names]
+
+    def run_named(self, *arrays: Any, **named: Any) -> dict[str, np.ndarray]:
+        """The outputs as ``{name: array}`` (inputs as for a call)."""
+        outputs = self(*arrays, **named)
+        return {spec.name: value for spec, value in zip(self.outputs, outputs, strict=True)}
+
+    def _by_name(self, arrays: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
+        if arrays and named:
+            raise InvalidArgument("give the inputs by position or by name, not both")
+        feeds = named or arrays[0]
+        unknown = [n for n in feeds if n not in self._input_index]
+        if unknown:
+            known = ", ".join(repr(s.name) for s in self.inputs)
+            raise InvalidArgument(f"no input named {', '.join(map(repr, unknown))}; the inputs are {known}")
+        missing = [s.name for s in self.inputs if s.name not in feeds]
+        if missing:
+            raise InvalidArgument(f"input {', '.join(map(repr, missing))} not given")
+        return [feeds[s.name] for s in self.inputs]
+
+    def _values(self, arrays: Sequence[Any]) -> list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(repr(s.name) for s in self.inputs)
+            raise InvalidArgument(f"program takes {len(self.inputs)} input(s) ({names}), got {len(arrays)}")
+        return [_as_array(a, s, i) for i, (a, s) in enumerate(zip(arrays, self.inputs, strict=True))]
+
+    def _bindings(self, buffers: list[Buffer]) -> list[Binding]:
+        specs = (*self.inputs, *self.outputs)
+        return [Binding(slot, buf, 0, spec.nbytes) for slot, (buf, spec) in enumerate(zip(buffers, specs, strict=True))]
+
+    def _targets(self, out: Any) -> list[np.ndarray] | None:
+        if out is None:
+            return None
+        if isinstance(out, np.ndarray):
+            out = [out]
+        out = list(out)
+        if len(out) != len(self.outputs):
+            raise InvalidArgument(f"program has {len(self.outputs)} output(s), out= gives {len(out)}")
+        for i, (array, spec) in enumerate(zip(out, self.outputs, strict=True)):
+            ok = (
+                isinstance(array, np.ndarray)
+                and array.dtype == spec.numpy_dtype
+                and array.shape == spec.shape
+                and array.flags.writeable
+                and array.flags.c_contiguous
+            )
+            if not ok:
+                raise InvalidArgument(
+                    f"out[{i}] must be a writable C-contiguous {spec.numpy_dtype} array of shape {spec.shape}"
+                    f" ({spec}), got {getattr(array, 'dtype', type(array).__name__)}{getattr(array, 'shape', '')}"
+                )
+        return out
+
+    def _finish(
+        self,
+        event: Event | None,
+        ticket: int | None,
+        calls: CallSet,
+        timeout: float | None,
+        out: list[np.ndarray] | None = None,
+    ) -> list[np.ndarray]:
+        held = self._held
+        acc = held.acc
+        try:
+            if ticket is not None:
+                assert calls.prepared is not None
+                acc.wait_launch(calls.prepared, ticket, timeout)  # spins briefly first, on Vulkan
+            else:
+                assert event is not None
+                state = acc.wait(event, timeout)
+                if state is not EventState.COMPLETE:
+                    error = acc.event_error(event)
+                    if error is not None:
+                        raise error
+                    raise IronAccelError(f"execution ended {state.value}")
+            outs = []
+            for i, (buf, spec) in enumerate(zip(calls.buffers[len(self.inputs) :], self.outputs, strict=True)):
+                value = out[i] if out is not None else np.empty(spec.shape, spec.numpy_dtype)
+                if spec.nbytes:  # one copy, straight into the array handed back
+                    acc.read_buffer(buf, 0, spec.nbytes, out=value.reshape(-1).view(np.uint8))
+                outs.append(value)
+            return outs
+        finally:
+            if ticket is not None:
+                if held.launch_over(calls, ticket):
+                    held.give_back(calls)
+            elif event is not None and acc.poll_event(event).terminal:
+                acc.destroy_event(event)
+                held.give_back(calls)
+
+    def close(self) -> None:
+        """Unload the program and free the buffers kept for calls. Idempotent. Work still running (of a
+        Run dropped unwaited) keeps the program loaded until it ends, then it is unloaded."""
+        if self._held.open or not self._held.unloaded:
+            reclaim.release(self._held.close)
+
+    def __del__(self) -> None:
+        held = getattr(self, "_held", None)
+        if held is not None and not held.unloaded:
+            reclaim.release(held.close)
+
+    def __enter__(self) -> Executable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

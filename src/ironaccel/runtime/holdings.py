@@ -1,0 +1,151 @@
+"""What the user API's objects hold on their accelerator, kept apart from those objects.
+
+A :class:`~.device.Device` holds a context and a queue (:class:`DeviceHoldings`); each
+:class:`~.executable.Executable` holds a loaded program and the buffer sets kept for its calls
+(:class:`ExecutableHoldings`, each set a :class:`CallSet`). The release jobs of :mod:`.reclaim` refer to
+these holdings and never to the Device or Executable, so an object its user drops is collected first and
+what it held is released after (ADR 0026).
+
+Contract: ``close`` frees what is held and returns True, or returns False while work bound to it still
+runs (a Run dropped unwaited), and is then tried again later; a device that is gone has nothing left to
+release, so its errors end the release rather than raise. Every method is safe from several threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..core.errors import InvalidArgument, IronAccelError
+from .accelerator import Accelerator
+from .errors import ReleaseRejected
+from .handles import Buffer, Prepared, Program
+
+log = logging.getLogger("ironaccel.runtime")
+
+SPARE_SETS = 2  # buffer sets an executable keeps between calls (one per call in flight is made as needed)
+
+
+class CallSet:
+    """The buffers of one call (one per input and output slot) and, where the backend launches prepared
+    submissions natively, the submission prepared on them at their first use."""
+
+    __slots__ = ("buffers", "prepared")
+
+    def __init__(self, buffers: list[Buffer]) -> None:
+        self.buffers = buffers
+        self.prepared: Prepared | None = None
+
+
+class ExecutableHoldings:
+    """What one Executable holds on its device: the loaded program and the buffer sets kept for calls."""
+
+    __slots__ = ("acc", "device", "lock", "open", "program", "spare", "unloaded")
+
+    def __init__(self, device: DeviceHoldings, program: Program) -> None:
+        self.acc = device.acc
+        self.device = device
+        self.program = program
+        self.spare: list[CallSet] = []
+        # Reentrant: a Run of this program dropped (and released) while this thread holds the lock.
+        self.lock = threading.RLock()
+        self.open = True
+        self.unloaded = False
+
+    def take(self) -> CallSet | None:
+        with self.lock:
+            return self.spare.pop() if self.spare else None
+
+    def give_back(self, calls: CallSet) -> None:
+        """A finished call's buffer set: kept for the next call, or freed."""
+        with self.lock:
+            if len(self.spare) < SPARE_SETS and self.open:
+                self.spare.append(calls)
+                return
+        self.discard(calls)
+
+    def discard(self, calls: CallSet) -> None:
+        acc = self.acc
+        if calls.prepared is not None:
+            acc.release_prepared(calls.prepared)
+            calls.prepared = None
+        buffers, calls.buffers = calls.buffers, []
+        for buf in buffers:
+            acc.free_buffer(buf)
+
+    def launch_over(self, calls: CallSet, ticket: int) -> bool:
+        """Whether the launch of ``ticket`` no longer runs (finished, or failed)."""
+        assert calls.prepared is not None
+        try:
+            return self.acc.poll_launch(calls.prepared, ticket)
+        except IronAccelError:
+            return True
+
+    def close(self) -> bool:
+        """Free the kept buffer sets and unload the program. False while work of this program still
+        runs (a dropped Run's): the program stays loaded and ``close`` is tried again later."""
+        with self.lock:
+            self.open = False
+            spare, self.spare = self.spare, []
+        for calls in spare:
+            self.discard(calls)
+        if self.unloaded:
+            return True
+        try:
+            self.acc.unload_program(self.program)
+        except ReleaseRejected:
+            return False
+        except IronAccelError as exc:  # the device is gone: nothing of it is left to release
+            log.debug("unloading %r: %s", self.program, exc)
+        self.unloaded = True
+        self.device.forget(self)
+        return True
+
+
+class DeviceHoldings:
+    """What a Device holds on its accelerator: a context, a queue, and its executables' holdings."""
+
+    __slots__ = ("acc", "closed", "context", "executables", "lock", "queue")
+
+    def __init__(self, acc: Accelerator) -> None:
+        self.acc = acc
+        self.context = acc.create_context()
+        try:
+            self.queue = acc.create_queue(self.context)
+        except BaseException:
+            acc.destroy_context(self.context)
+            raise
+        self.executables: set[ExecutableHoldings] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def add(self, held: ExecutableHoldings) -> None:
+        with self.lock:
+            if self.closed:
+                raise InvalidArgument("the device was closed")
+            self.executables.add(held)
+
+    def forget(self, held: ExecutableHoldings) -> None:
+        with self.lock:
+            self.executables.discard(held)
+
+    def close(self) -> bool:
+        """Close every executable, then the queue and the context; False while work still runs."""
+        with self.lock:
+            self.closed = True
+            executables = list(self.executables)
+        if not all([held.close() for held in executables]):
+            return False
+        acc = self.acc
+        try:
+            if self.queue is not None:
+                acc.destroy_queue(self.queue)
+                self.queue = None
+            if self.context is not None:
+                acc.destroy_context(self.context)
+                self.context = None
+        except ReleaseRejected:
+            return False
+        except IronAccelError as exc:  # the device is gone: nothing of it is left to release
+            log.debug("closing a device: %s", exc)
+        return True
