@@ -28,8 +28,9 @@ from .engine_objects import GuestObject, ObjectCounts, ResetReport, Teardown
 from .engine_policy import MAX_ALIGNMENT, Refused, status_for
 from .ids import ObjectError, ObjectKind, ObjectTable
 from .wire_constants import HEADER_BYTES, EventStateCode, Opcode, Status
+from .wire_decode_request import decode_request
 from .wire_errors import FrameTooShort, RequestRejected
-from .wire_frames import LoadProgram, Request, Submit, WriteBuffer, decode_request, response_header
+from .wire_frames import LoadProgram, Request, Submit, WriteBuffer, response_header
 from .wire_structs import (
     AllocateBufferRequest,
     CreateQueueRequest,

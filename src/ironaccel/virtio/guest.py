@@ -76,8 +76,9 @@ from .wire_constants import (
     Status,
     status_name,
 )
+from .wire_decode_response import decode_response
 from .wire_errors import RecoveryRequired, WireError
-from .wire_frames import DecodeLimits, Response, decode_response
+from .wire_frames import DecodeLimits, Response
 from .wire_structs import (
     AllocateBufferRequest,
     CreateContextRequest,

@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from .wire_constants import *  # noqa: F403 - this module is the one import for the whole codec
 from .wire_constants import __all__ as _constants
+from .wire_decode_request import *  # noqa: F403
+from .wire_decode_request import __all__ as _decode_request
+from .wire_decode_response import *  # noqa: F403
+from .wire_decode_response import __all__ as _decode_response
 from .wire_errors import *  # noqa: F403
 from .wire_errors import __all__ as _errors
 from .wire_frames import *  # noqa: F403
@@ -26,4 +30,4 @@ from .wire_frames import __all__ as _frames
 from .wire_structs import *  # noqa: F403
 from .wire_structs import __all__ as _structs
 
-__all__ = [*_constants, *_errors, *_frames, *_structs]
+__all__ = [*_constants, *_decode_request, *_decode_response, *_errors, *_frames, *_structs]
