@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ironaccel
-from ironaccel.cli import run as run_command
+from ironaccel.cli import run_compare, run_inputs, run_outputs
 from ironaccel.cli.main import main
 from ironaccel.core.errors import DeviceLost, InvalidArgument
 from ironaccel.runtime.session import open_device
@@ -115,7 +115,7 @@ def test_input_mistakes_are_refused_by_name(work, inputs, message):
 def test_binding_hostile_input_arguments_either_binds_or_refuses(values):
     specs = (TensorSpec("a", (2,), DType.FP32), TensorSpec("b", (2,), DType.FP32))
     try:
-        bound = run_command.bind_inputs(values, specs)
+        bound = run_inputs.bind_inputs(values, specs)
     except InvalidArgument:
         return
     assert [spec.name for spec, _, _ in bound] == ["a", "b"]
@@ -124,11 +124,11 @@ def test_binding_hostile_input_arguments_either_binds_or_refuses(values):
 def test_an_integer_archive_member_is_narrowed_only_when_every_value_survives(tmp_path):
     np.savez(tmp_path / "x.npz", a=np.array([1, 2], np.int64), b=np.array([1, 1 << 40], np.int64))
     specs = (TensorSpec("a", (2,), DType.INT32), TensorSpec("b", (2,), DType.INT32))
-    bound = run_command.bind_inputs([str(tmp_path / "x.npz")], specs)
+    bound = run_inputs.bind_inputs([str(tmp_path / "x.npz")], specs)
     with pytest.raises(ValueError, match=r"x.npz\[b\]: holds int64 values, which are not int32"):
-        run_command.load_inputs(bound)
+        run_inputs.load_inputs(bound)
     np.savez(tmp_path / "x.npz", a=np.array([1, 2], np.int64), b=np.array([3, 4], np.int16))
-    a, b = run_command.load_inputs(bound)
+    a, b = run_inputs.load_inputs(bound)
     assert a.dtype == b.dtype == np.int32 and b.tolist() == [3, 4]
 
 
@@ -151,16 +151,16 @@ def test_an_output_path_that_cannot_hold_the_outputs_is_refused_before_anything_
 
 def test_output_file_names_never_leave_the_target():
     plain = (TensorSpec("y", (1,), DType.FP32), TensorSpec("z.0", (1,), DType.FP32))
-    assert run_command._file_names(plain) == ["y", "z.0"]
+    assert run_outputs._file_names(plain) == ["y", "z.0"]
     for names in (("../evil", "y"), ("Y", "y"), ("a/b", "c"), ("", "c")):
         specs = tuple(TensorSpec(n, (1,), DType.FP32) for n in names)
-        assert run_command._file_names(specs) == ["output-0", "output-1"]
+        assert run_outputs._file_names(specs) == ["output-0", "output-1"]
 
 
 def test_bf16_outputs_keep_the_suites_raw_form_inside_an_npz(tmp_path):
     values = [np.array([1.5, -2.0], ml_dtypes.bfloat16), np.array([3.0], np.float32)]
     specs = (TensorSpec("h", (2,), DType.BF16), TensorSpec("f", (1,), DType.FP32))
-    assert run_command.save_outputs(values, specs, str(tmp_path / "o.npz")) == [str(tmp_path / "o.npz")]
+    assert run_outputs.save_outputs(values, specs, str(tmp_path / "o.npz")) == [str(tmp_path / "o.npz")]
     with zipfile.ZipFile(tmp_path / "o.npz") as archive:
         assert sorted(archive.namelist()) == ["f.npy", "h.npy"]
         assert b"'descr': '<V2'" in archive.read("h.npy")[:128]
@@ -197,35 +197,35 @@ def test_bad_numbers_are_refused(work, flags, message, capsys, monkeypatch):
 
 # -- comparison ---------------------------------------------------------------------------------------------
 def test_tolerances_default_by_dtype():
-    exact = run_command.default_tolerance(np.int8)
-    fp32, fp16 = run_command.default_tolerance(np.float32), run_command.default_tolerance(np.float16)
-    bf16 = run_command.default_tolerance(ml_dtypes.bfloat16)
-    assert exact == (0.0, 0.0) and run_command.default_tolerance(np.bool_) == (0.0, 0.0)
+    exact = run_compare.default_tolerance(np.int8)
+    fp32, fp16 = run_compare.default_tolerance(np.float32), run_compare.default_tolerance(np.float16)
+    bf16 = run_compare.default_tolerance(ml_dtypes.bfloat16)
+    assert exact == (0.0, 0.0) and run_compare.default_tolerance(np.bool_) == (0.0, 0.0)
     assert fp32 == (1e-5, 1e-4)
-    assert fp32 < fp16 < bf16 < run_command.default_tolerance(ml_dtypes.float8_e4m3fn)
+    assert fp32 < fp16 < bf16 < run_compare.default_tolerance(ml_dtypes.float8_e4m3fn)
 
 
 def test_compare_judges_every_element_and_names_the_worst():
     ref = np.array([[1.0, 2.0, np.nan], [np.inf, -4.0, 100.0]], np.float32)
     same = ref.copy()
-    (row,) = run_command.compare([same], [ref])
+    (row,) = run_compare.compare([same], [ref])
     assert row["agree"] and row["differing"] == 0 and row["worst"] is None  # NaN == NaN, inf == inf
     near = ref.copy()
     near[1, 2] = 100.005  # within rtol 1e-4 of 100
     near[0, 0] = 1.0 + 5e-6
-    (row,) = run_command.compare([near], [ref])
+    (row,) = run_compare.compare([near], [ref])
     assert row["agree"] and row["differing"] == 2 and row["beyond"] == 0
     far = near.copy()
     far[1, 1] = -4.01
     far[0, 1] = 2.0 + 3e-4
-    (row,) = run_command.compare([far], [ref])
+    (row,) = run_compare.compare([far], [ref])
     assert not row["agree"] and row["beyond"] == 2
     assert row["worst"]["index"] == [1, 1] and row["worst"]["reference"] == -4.0
-    (row,) = run_command.compare([far], [ref], atol=0.02)
+    (row,) = run_compare.compare([far], [ref], atol=0.02)
     assert row["agree"]
     nan = ref.copy()
     nan[0, 0] = np.nan
-    (row,) = run_command.compare([nan], [ref], atol=1e9)
+    (row,) = run_compare.compare([nan], [ref], atol=1e9)
     assert not row["agree"] and row["worst"]["index"] == [0, 0]
 
 
@@ -234,7 +234,7 @@ def test_compare_judges_every_element_and_names_the_worst():
 def test_compare_counts_exactly_the_elements_beyond_the_tolerance(values, atol, rtol):
     ref = np.array(values, np.float32)
     got = (ref * np.float32(1.001)).astype(np.float32)
-    (row,) = run_command.compare([got], [ref], atol, rtol)
+    (row,) = run_compare.compare([got], [ref], atol, rtol)
     diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
     assert row["beyond"] == int(np.count_nonzero(diff > atol + rtol * np.abs(ref.astype(np.float64))))
     assert row["agree"] == (row["beyond"] == 0)

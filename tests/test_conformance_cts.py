@@ -221,7 +221,7 @@ def test_run_command_takes_a_suite_test_directory(tmp_path, capsys):
 
 
 def test_run_command_draws_seeded_inputs_of_every_type_when_none_are_given():
-    from ironaccel.cli.run import random_inputs
+    from ironaccel.cli.run_inputs import random_inputs
     from ironaccel.runtime.spec import TensorSpec
 
     types = ("bool", "int4", "int8", "int16", "int32", "int48", "fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2")

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import InvalidArgument
     from ..tosa.codec import load
     from . import devices as devices_cmd
-    from .run import compare
+    from .run_compare import compare
 
     console = Console()
     devices_cmd.run(argparse.Namespace(json=False, family=None, timeout=10.0, driver_messages=False))
