@@ -64,12 +64,12 @@ def _views(op: Op) -> list[OperatorView]:
 
 def _verdicts(descriptor: CapabilityDescriptor, op: Op) -> list[str | None]:
     """Per view its signatures admit, the name of the first constraint that refuses it (None: none)."""
-    from ironaccel.tosa.capability import _bindings
+    from ironaccel.tosa.capability import bindings
 
     support, spec = descriptor.operators[op], spec_of(op)
     found = []
     for view in _views(op):
-        bound = _bindings(spec, view.operator, view.inputs, view.outputs)
+        bound = bindings(spec, view.operator, view.inputs, view.outputs)
         if any(s.matches(bound) for s in descriptor.signatures(op)):
             found.append(next((c.name for c in support.constraints if not c(view)), None))
     return found

@@ -45,7 +45,6 @@ import ironaccel
 from ironaccel.backends import vulkan
 from ironaccel.backends.vulkan import kernels, workgroup_matrix
 from ironaccel.backends.vulkan import memory as vk_memory
-from ironaccel.backends.vulkan.ops import integer_tensor as int_ops
 from ironaccel.backends.vulkan.ops import matmul as matmul_ops
 from ironaccel.core.errors import Unsupported
 
@@ -135,7 +134,7 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     if args.int8_spirv:
         rows.append(("int8", "shipped", "", None))
         for label, code, tile in map(_tiled_variant, args.int8_spirv):
-            rows.append(("int8", label, "matmul_int_coop", (code, tile or int_ops.COOP_TILE)))
+            rows.append(("int8", label, "matmul_int_coop", (code, tile or matmul_ops.INT8_COOP_TILE)))
     return rows
 
 
@@ -192,7 +191,8 @@ def replaced(
     shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory;
     ``fixed_shapes`` False keeps every shape in push constants. A replacement that declares GL_ or
     SPV_NV_cooperative_matrix2 has them opened with workgroup-scope matrices."""
-    shipped_tile_for, shipped_coop_tile, shipped_int_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE, int_ops.COOP_TILE
+    shipped_tile_for, shipped_coop_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE
+    shipped_int_tile = matmul_ops.INT8_COOP_TILE
     shipped_wg = matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS
     shipped_fixed = matmul_ops.FIXED_SHAPE_WORK
     if not fixed_shapes:
@@ -213,7 +213,7 @@ def replaced(
             kernels._spirv_cache[shader], forced = replacement
             matmul_ops.tile_for = lambda h, w, m, t=forced: t
         elif isinstance(replacement, tuple) and dtype == "int8":
-            kernels._spirv_cache[shader], int_ops.COOP_TILE = replacement
+            kernels._spirv_cache[shader], matmul_ops.INT8_COOP_TILE = replacement
         elif isinstance(replacement, tuple):
             kernels._spirv_cache[shader], matmul_ops.COOP_TILE = replacement
         elif replacement is not None:
@@ -226,7 +226,7 @@ def replaced(
         vk_memory.Memory.__init__.__defaults__ = (False,)
         matmul_ops.tile_for = shipped_tile_for
         matmul_ops.COOP_TILE = shipped_coop_tile
-        int_ops.COOP_TILE = shipped_int_tile
+        matmul_ops.INT8_COOP_TILE = shipped_int_tile
         if shader:
             kernels._spirv_cache.pop(shader, None)
             if original is not None:

@@ -211,7 +211,7 @@ def _tensor_bytes(t: Tensor) -> int:
     return 0 if t.unranked or any(d < 0 for d in t.shape) else storage_bytes(t.dtype, t.size)
 
 
-def _bindings(spec: OperatorSpec, op: Operator, types: Sequence[TensorType], outs: Sequence[TensorType]) -> dict:
+def bindings(spec: OperatorSpec, op: Operator, types: Sequence[TensorType], outs: Sequence[TensorType]) -> dict:
     """Type variable -> DType from the operands, in specification order (acc_t from acc_type)."""
     bound: dict[str, DType] = {}
     for args, values in ((spec.inputs, types), (spec.outputs, outs)):
@@ -286,7 +286,7 @@ class _Admitter:
                     raise self.fail(block, index, op, msg)
         types = [TensorType(t.shape, t.dtype, t.name) for t in ins]
         otypes = [TensorType(t.shape, t.dtype, t.name) for t in outs]
-        bound = _bindings(spec, op, types, otypes) if spec else {}
+        bound = bindings(spec, op, types, otypes) if spec else {}
         if op.op not in _CONST_OPS and bound and not any(s.matches(bound) for s in sigs):
             combo = ", ".join(f"{v}={dt}" for v, dt in bound.items())
             supports = "; ".join(map(str, sigs)) or "none"
@@ -398,6 +398,7 @@ __all__ = [
     "Signature",
     "TOSA_1_0_DTYPES",
     "admit",
+    "bindings",
     "constant_operand",
     "descriptor_for_all_of_tosa_1_0",
     "max_rank",

@@ -25,7 +25,7 @@ Design (ADR 0008 gives the reasons and the alternatives):
    infinities and signed zeros (SignedZeroInfNanPreserve). The CPU backend is the oracle in the tests.
 8. **fp16 and bf16 are stored, not computed**: the FP16 and BF16 tiers widen operands exactly, run the
    fp32 kernels and round once, with integer conversion code (``shaders/include/fp16.glsl``,
-   ``bf16.glsl``, ``ops/fp16.py``), so every device gives the same bits without shaderFloat16.
+   ``bf16.glsl``, ``ops/widening.py``), so every device gives the same bits without shaderFloat16.
 
 Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
 :mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from ....core.errors import InternalError
 from ....tosa.capability import Constraint, Signature
-from ....tosa.capability import _bindings as _admission_bindings  # admission's own, so both bind alike
+from ....tosa.capability import bindings as _admission_bindings  # admission's own, so both bind alike
 from ....tosa.dtypes import DType
 from ....tosa.ir import Operator
 from ....tosa.operators import Op
