@@ -16,7 +16,7 @@ import numpy as np
 from ....core.errors import InternalError
 from ....tosa.ir import Tensor
 from ....tosa.operators import Op
-from ..interpreter import variable_key
+from ..block_plan import variable_key
 from ..kernel import KernelContext, kernel
 
 
