@@ -30,7 +30,8 @@ from ironaccel.virtio import DeviceEngine, GuestQuota, ObjectCounts
 from ironaccel.virtio import wire as w
 from ironaccel.virtio.daemon import for_engine
 from ironaccel.virtio.engine_account import HOST_MEMORY_FRACTION, HostAccount, available_memory, default_max_bytes
-from ironaccel.virtio.guest import VirtioAccelerator, declared_bound
+from ironaccel.virtio.guest import VirtioAccelerator
+from ironaccel.virtio.guest_bound import declared_bound
 from ironaccel.virtio.ids import ObjectKind
 from virtio_guest import FP_TARGET, ControlledCpu, Guest, add_program
 

@@ -211,7 +211,7 @@ def _virtio() -> dict:
 
     if not settings.virtio_socket:
         return {}
-    from ..virtio.guest import describe
+    from ..virtio.guest_describe import describe
 
     return {"virtio": [describe(settings.virtio_socket)]}
 

@@ -20,12 +20,8 @@ Design choices:
 3. Programs are validated and admitted locally against all of TOSA 1.0 (the guest cannot see the
    host backend's capability descriptor); the device admits them against its backend and answers
    UNSUPPORTED for what that backend cannot run. The artifact's bytes are sent as the caller gave them;
-   no target means all of TOSA 1.0. The device charges the declared resident bound to this guest's
-   budget and the daemon's, and refuses a program whose working set is larger, so no bound (the user
-   API's default) is sent as an honest one (:func:`declared_bound`): twice the program's working set
-   (:func:`ironaccel.tosa.working_set.estimate`: constants, variables, peak of intermediates), plus the
-   artifact and 1 MiB. Twice, because a backend keeps more than the backend-neutral count (the CPU
-   backend reported 1.5 to 2.2 times it for the bundled models) and the guest cannot see which.
+   no target means all of TOSA 1.0. A caller that sets no resident bound declares an honest one
+   (:mod:`~ironaccel.virtio.guest_bound`), since the device charges the bound to this guest's budget.
 4. Cancellation goes to the device when the work was handed over; work still parked on a host gate
    here is cancelled here. Exactly one cancel can win either way.
 5. Every command has a deadline (``timeout_s``, default IRONACCEL_VIRTIO_TIMEOUT, 30 s): a daemon that
@@ -50,13 +46,7 @@ from ..core.errors import (
     Busy,
     DeadlineExpired,
     DeviceLost,
-    Incompatible,
-    InternalError,
     InvalidArgument,
-    IronAccelError,
-    OutOfBounds,
-    OutOfMemory,
-    PermissionDenied,
     ResourceLimit,
     Unsupported,
 )
@@ -66,6 +56,8 @@ from ..runtime.event import EventCore
 from ..runtime.handles import Context, Event
 from ..runtime.types import ArtifactRef, BufferDesc, BufferInfo, DeviceInfo, Limits, MemoryDomain
 from ..tosa.target import Target
+from .guest_bound import UNBOUNDED, declared_bound
+from .guest_errors import error_for, raise_failed
 from .transport_guest import IN_PLACE_MIN_BYTES, GuestTransport
 from .wire_constants import (
     HEADER_BYTES,
@@ -74,7 +66,6 @@ from .wire_constants import (
     EventStateCode,
     Opcode,
     Status,
-    status_name,
 )
 from .wire_decode_response import decode_response
 from .wire_errors import RecoveryRequired, WireError
@@ -95,43 +86,12 @@ from .wire_structs import (
 if TYPE_CHECKING:
     from .guest_direct import DirectRunner
 
-_ERRORS: dict[int, type[IronAccelError]] = {
-    Status.UNSUPPORTED: Unsupported,
-    Status.INCOMPATIBLE: Incompatible,
-    Status.INVALID_ARGUMENT: InvalidArgument,
-    Status.OUT_OF_BOUNDS: OutOfBounds,
-    Status.BUSY: Busy,
-    Status.OUT_OF_MEMORY: OutOfMemory,
-    Status.RESOURCE_LIMIT: ResourceLimit,
-    Status.DEADLINE_EXPIRED: DeadlineExpired,
-    Status.DEVICE_LOST: DeviceLost,
-    Status.PERMISSION_DENIED: PermissionDenied,
-    Status.STALE_OBJECT: InvalidArgument,
-    Status.INTERNAL_ERROR: InternalError,
-}
-
-UNBOUNDED = 1 << 62  # what runtime.Device.compile passes when its caller sets no resident bound
-DEFAULT_RESIDENT_BOUND = 64 << 20  # a program whose working set is unknown (not TOSA, or no static shapes)
-RESIDENT_FACTOR = 2  # times the backend-neutral working set (see the module's description)
-RESIDENT_SLACK = 1 << 20
 _SUBMITTING = -1  # a remote event id not known yet: SUBMIT is on its way
 _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
 # Bulk transfers: pieces small enough that the two copies (caller -> shared memory here, shared memory
 # -> buffer in the device) overlap, large enough that a command's fixed cost stays small beside them.
 SEGMENT_BYTES = 2 << 20
 GROUP_BYTES = 16 << 20  # of the arena one transfer takes at a time
-
-
-def error_for(status: int, what: str) -> IronAccelError:
-    """The runtime error a device status stands for."""
-    cls = _ERRORS.get(status, IronAccelError)
-    return cls(f"{what}: the device answered {status_name(status)}")
-
-
-def _raise_failed(responses: Sequence[Response], what: str) -> None:
-    for response in responses:
-        if response.status != Status.OK:
-            raise error_for(response.status, what)
 
 
 def _segments(total: int, chunk: int, budget: int, piece: int = SEGMENT_BYTES) -> Iterator[list[tuple[int, int]]]:
@@ -185,9 +145,7 @@ class VirtioAccelerator(Accelerator):
         self._finalizer()
 
     # ---- one command --------------------------------------------------------------------------------
-    def _command(
-        self, opcode: Opcode, body: bytes, tail: Any = b"", read_into: memoryview | None = None
-    ) -> Response:
+    def _command(self, opcode: Opcode, body: bytes, tail: Any = b"", read_into: memoryview | None = None) -> Response:
         """Send one request (``body`` then ``tail``, e.g. write data or an artifact, sent without a
         copy here) and decode its answer; READ_BUFFER data lands in ``read_into``."""
         return self._batch([(opcode, body, tail, read_into)])[0]
@@ -332,7 +290,7 @@ class VirtioAccelerator(Accelerator):
                 (Opcode.WRITE_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), data[at : at + n], None)
                 for at, n in group
             ]
-            _raise_failed(self._batch(commands), "WRITE_BUFFER")
+            raise_failed(self._batch(commands), "WRITE_BUFFER")
 
     def _read(self, native: Any, offset: int, out: memoryview) -> None:
         chunk, budget, piece = self._read_chunk, self._transfer_budget, SEGMENT_BYTES
@@ -344,7 +302,7 @@ class VirtioAccelerator(Accelerator):
                 (Opcode.READ_BUFFER, TransferBufferRequest(native, offset + at, n).pack(), b"", out[at : at + n])
                 for at, n in group
             ]
-            _raise_failed(self._batch(commands), "READ_BUFFER")
+            raise_failed(self._batch(commands), "READ_BUFFER")
 
     def load_program(self, ctx: Context, artifact: ArtifactRef) -> Any:
         # The hook below receives the parsed program; the device needs the caller's bytes and bounds.
@@ -403,9 +361,7 @@ class VirtioAccelerator(Accelerator):
                 event.fail(DeadlineExpired("deadline passed before the work was handed to the device"))
                 return
             timeout_ns = max(1, int(left * 1e9))
-        bindings = b"".join(
-            WireBinding(r.native, r.offset, r.length, r.slot, int(r.access)).pack() for r in ranges
-        )
+        bindings = b"".join(WireBinding(r.native, r.offset, r.length, r.slot, int(r.access)).pack() for r in ranges)
         prefix = SubmitRequest(queue, program, len(ranges), 0, timeout_ns).pack()
         with self._events:
             if event.state.terminal:  # cancelled while it waited on a host gate
@@ -505,57 +461,9 @@ class VirtioAccelerator(Accelerator):
         raise error_for(response.status, "CANCEL_EVENT")
 
 
-def declared_bound(program: Any, artifact_bytes: int) -> int:
-    """The resident bound a guest declares for ``program`` (parsed) when its caller gave none: twice its
-    working set plus the artifact and RESIDENT_SLACK; DEFAULT_RESIDENT_BOUND or four times the artifact,
-    whichever is more, where the working set has no bound or the program is not TOSA."""
-    from ..tosa.ir import Program
-    from ..tosa.working_set import estimate
-
-    if isinstance(program, Program):
-        try:
-            need = estimate(program)
-        except IronAccelError:
-            need = None
-        if need is not None and need.bounded:
-            return RESIDENT_FACTOR * need.total_bytes + artifact_bytes + RESIDENT_SLACK
-    return max(DEFAULT_RESIDENT_BOUND, 4 * artifact_bytes)
-
-
 def _in_place(transport: GuestTransport, view: memoryview) -> bool:
     """Whether the device reads or writes ``view`` where it lies (large enough, all in guest memory)."""
     return view.nbytes >= IN_PLACE_MIN_BYTES and transport.guest_offset(view) is not None
-
-
-def describe(path: str) -> dict[str, Any]:
-    """The device behind the daemon at ``path`` as it reports itself (for ``ironaccel devices``):
-    ``{"socket", "available", "reason"}`` plus, when reachable, ``"device"`` with its identity and limits."""
-    try:
-        guest = VirtioAccelerator(path)
-    except (IronAccelError, OSError) as exc:
-        return {"socket": path, "available": False, "reason": str(exc)}
-    try:
-        info, wire = guest.device_info(), guest.wire_info
-        try:
-            klass = AcceleratorClass(wire.accelerator_class).name.lower()
-        except ValueError:
-            klass = str(wire.accelerator_class)
-        device = {
-            "id": f"virtio:{path}",
-            "name": info.name,
-            "class": klass,
-            "vendor_id": wire.vendor_id,
-            "device_id": wire.device_id,
-            "uuid": bytes(wire.uuid).hex(),
-            "memory_domains": sorted(d.name.lower() for d in info.domains),
-            "cancellation": info.cancellation,
-            "limits": {k: getattr(info.limits, k) for k in info.limits.__dataclass_fields__},
-            "max_request_bytes": guest.config.max_request_bytes,
-            "max_response_bytes": guest.config.max_response_bytes,
-        }
-    finally:
-        guest.close()
-    return {"socket": path, "available": True, "reason": None, "device": device}
 
 
 def open_accelerator(selector: str | None = None) -> VirtioAccelerator:
@@ -568,4 +476,4 @@ def open_accelerator(selector: str | None = None) -> VirtioAccelerator:
     return VirtioAccelerator(path)
 
 
-__all__ = ["VirtioAccelerator", "declared_bound", "describe", "error_for", "open_accelerator"]
+__all__ = ["VirtioAccelerator", "error_for", "open_accelerator"]

@@ -42,7 +42,7 @@ from ..core.errors import DeadlineExpired, DeviceLost, IronAccelError
 from ..runtime.spec import TensorSpec
 from ..runtime.types import Access, BufferUsage, MemoryDomain
 from ..tosa import Op
-from .guest import error_for
+from .guest_errors import error_for
 from .wire_constants import EventStateCode, Opcode, Status
 from .wire_structs import (
     AllocateBufferRequest,
@@ -97,7 +97,11 @@ class DirectRunner:
     """Runs one loaded program directly for :class:`VirtioAccelerator` (see the module's description)."""
 
     def __init__(
-        self, acc: VirtioAccelerator, context: int, program: int, inputs: Sequence[TensorSpec],
+        self,
+        acc: VirtioAccelerator,
+        context: int,
+        program: int,
+        inputs: Sequence[TensorSpec],
         outputs: Sequence[TensorSpec],
     ) -> None:
         self.acc, self.context, self.program = acc, context, program
