@@ -116,19 +116,8 @@ RESULT_TABLES = {
     "vulkan": "benchmarks/vulkan/results.md",
     "virtio": "benchmarks/virtio/results.md",
 }
-# Files being reworded by others: they may still quote GPU timings until then.
+# Files that may name GPU models (never a timing).
 QUOTES_ALLOWED = {
-    "src/ironaccel/runtime/accelerator.py",
-    "src/ironaccel/runtime/session.py",
-    "src/ironaccel/runtime/backends.py",
-    "src/ironaccel/runtime/event.py",
-    "src/ironaccel/backends/cpu/accelerator.py",
-    "src/ironaccel/backends/cpu/native/program.py",
-    "src/ironaccel/backends/vulkan/accelerator.py",
-    "src/ironaccel/virtio/guest.py",
-    "src/ironaccel/virtio/guest_direct.py",
-    "src/ironaccel/conformance/faults.py",
-    "src/ironaccel/conformance/semantic.py",
     # The device tier rule names data-centre GPU models; no timing.
     "src/ironaccel/probe/vulkan.py",
 }
