@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import ironaccel
 from ironaccel.backends import _template
-from ironaccel.backends._template.device import TemplateAccelerator, open_device
+from ironaccel.backends._template.accelerator import TemplateAccelerator
+from ironaccel.backends._template.device import open_device
 from ironaccel.backends._template.program import Step
 from ironaccel.conformance import semantic
 from ironaccel.core.errors import DeviceLost, InvalidArgument, OutOfBounds
@@ -36,7 +37,7 @@ from ironaccel.tosa.operators import Op
 from ironaccel.tosa.target import Target
 
 KIT = Path(_template.__file__).parent
-ROLES = ("__init__.py", "device.py", "memory.py", "program.py", "submit.py", "capability.py")
+ROLES = ("registration.py", "device.py", "accelerator.py", "memory.py", "program.py", "submit.py", "capability.py")
 # The cases that need a program that never ends (a WHILE_LOOP), which the ADD backend below does not admit.
 NEEDS_WHILE_LOOP = {"event.deadline-stops-running-work", "event.cancel-stops-running-work"}
 
@@ -143,11 +144,12 @@ def test_reading_the_kit_registration_imports_nothing_but_its_package():
     """The runtime reads the registration to list or open backends: that must not import the device code."""
     code = (
         "import sys; import ironaccel.runtime.backends; before = set(sys.modules); "
-        "from ironaccel.backends._template import REGISTRATION; "
+        "from ironaccel.backends._template.registration import REGISTRATION; "
         "print(REGISTRATION.name, sorted(set(sys.modules) - before))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "null ['ironaccel.backends', 'ironaccel.backends._template']"
+    kit = "ironaccel.backends._template"
+    assert out.strip() == f"null ['ironaccel.backends', '{kit}', '{kit}.registration']"
 
 
 # ---- with a first operator -----------------------------------------------------------------------------

@@ -7,14 +7,20 @@ no operator: ..."). Opened as ``ironaccel.open("null")`` it is a device for test
 no kernels (``auto`` never picks it); copied, it is where a new backend starts: docs/adding-a-backend.md
 walks from the copy to a first operator.
 
-The roles, one module each, as the bundled backends have them:
+The roles, one module each, named as in every bundled backend:
 
-- this module: the registration (plain data: reading it imports nothing else) and the factory;
-- :mod:`.device`: opening the device (identity, limits, memory domains) and the Accelerator joining the roles;
-- :mod:`.memory`: buffers: allocation, write and read;
+- :mod:`.registration`: the registration (plain data, the entry point: reading it imports nothing else);
+- :mod:`.device`: opening the device (identity, limits, memory domains);
+- :mod:`.accelerator`: the Accelerator joining the roles below, and the factory the registration names;
+- :mod:`.memory`: buffers: allocation, write, read and free;
 - :mod:`.program`: loading: lowering each operator of an admitted program into what the device runs;
 - :mod:`.submit`: queues and submission: running a loaded program on bound buffers in order, ending events;
-- :mod:`.capability`: what ``load_program`` admits (the capability descriptor).
+- :mod:`.capability`: what ``load_program`` admits (the capability descriptor);
+- ``ops/``: the kernels or lowerings, one module per TOSA operator group (the kit has none; a backend adds
+  it with its first operator).
+
+This package imports nothing itself: ``NAME``, ``REGISTRATION`` and ``open_accelerator`` are read from their
+modules when first asked for.
 
 Design notes (they hold for any backend built from this one):
 
@@ -33,42 +39,29 @@ device's calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
-from ...runtime.registration import BackendRegistration
-
-if TYPE_CHECKING:
-    from .device import TemplateAccelerator
-
-# The name users open it by, and its device's kind in DeviceInfo.
-NAME = "null"
-
-REGISTRATION = BackendRegistration(
-    name=NAME,
-    open="ironaccel.backends._template:open_accelerator",
-    # TODO(backend): the discovery family whose devices this backend runs ("cuda"): a descriptor of that
-    # family from ironaccel.devices() then opens here.
-    family=None,
-    # TODO(backend): where "auto" tries it (the Vulkan backend has 10, the CPU 100), once it runs programs.
-    auto_rank=None,
-    # TODO(backend): "ironaccel.backends.<name>.registration:why_not" (or this module's) once a driver can be
-    # missing: a function saying why no device can open here, without opening one.
-    why_not=None,
-    # TODO(backend): False once the driver has several devices for a selector to choose from.
-    one_device=True,
-    # TODO(backend): drop (True) once capability.py admits an operator.
-    runs_programs=False,
-    # TODO(backend): one line on what the backend runs, for `ironaccel devices`.
-    summary="the backend kit's null device: the whole execution contract over host memory, and no operator",
-)
+# Where each name the package offers lives; imported on first use, so importing the package stays cheap.
+_LAZY = {
+    "NAME": ".registration",
+    "REGISTRATION": ".registration",
+    "TemplateAccelerator": ".accelerator",
+    "open_accelerator": ".accelerator",
+}
 
 
-def open_accelerator(selector: str | None = None, **kwargs: Any) -> TemplateAccelerator:
-    """The accelerator on the device ``selector`` names (None: the default one); keyword arguments go to the
-    accelerator (``quota``). Raises InvalidArgument for a selector that names no device."""
-    from .device import TemplateAccelerator, open_device
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
-    return TemplateAccelerator(open_device(selector), **kwargs)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
-__all__ = ["NAME", "REGISTRATION", "open_accelerator"]
+__all__ = ["NAME", "REGISTRATION", "TemplateAccelerator", "open_accelerator"]

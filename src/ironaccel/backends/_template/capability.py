@@ -12,7 +12,7 @@ import functools
 
 from ...tosa.capability import CapabilityDescriptor
 from ...tosa.target import Target
-from . import NAME
+from .registration import NAME
 
 
 @functools.cache

@@ -19,8 +19,8 @@ import numpy as np
 from ...core.errors import InternalError, IronAccelError
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
-from . import NAME
 from .program import LoadedProgram
+from .registration import NAME
 
 
 class HostQueue:
