@@ -174,9 +174,6 @@ def test_settings_from_environment():
     assert cfg.library("cuda") == "/x/libcuda.so"
     assert cfg.library("rocm") is None
     assert "vulkan" in cfg.disabled and "cuda" not in cfg.disabled
-    assert not cfg.vulkan_workgroup_matrices  # off unless asked for (ADR 0020)
-    assert Settings.from_env({"IRONACCEL_VULKAN_WORKGROUP_MATRICES": "1"}).vulkan_workgroup_matrices
-    assert not Settings.from_env({"IRONACCEL_VULKAN_WORKGROUP_MATRICES": "off"}).vulkan_workgroup_matrices
 
 
 def test_disabled_family_is_unavailable_with_reason():

@@ -6,8 +6,7 @@ product of |A| and |B| (the sum of the absolute terms); an fp16 result may add h
 rounding on top. Measured on lavapipe the worst was 0.16 of the bound (a single-term product).
 Shapes reach every tile width of matmul.comp (16, 64 and 128 rows / columns), partial tiles, odd
 extents (scalar loads), multiples of 4 (vector loads), batches, and split-k (few tiles, long C), and
-on a device with cooperative matrices (``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``) matmul_coop.comp, and
-matmul_wg_coop.comp where it also has workgroup-scope ones.
+on a device with cooperative matrices (``IRONACCEL_TEST_VULKAN_DEVICE=nvidia``) matmul_coop.comp.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from ironaccel.backends.vulkan import plan as planning
 from ironaccel.backends.vulkan.ops import matmul as mm
 from ironaccel.tosa import ProgramBuilder
 from ironaccel.tosa.operators import Op
-from vulkan_fixtures import DEVICE, RNG_SEED, clean, close_without_leaks, dev, open_test_device, run_vulkan
+from vulkan_fixtures import RNG_SEED, clean, dev, run_vulkan
 
 __all__ = ["clean", "dev"]  # fixtures, used by name
 
@@ -188,62 +187,6 @@ def test_cooperative_matrix_kernel_only_where_the_device_lists_it():
     assert step.shader == "matmul"
     (step,) = _plan((1, 256, 256, 256), "fp32", "fp32", matrix_tiles=coop).steps  # fp32 inputs
     assert step.shader == "matmul"
-
-
-WORKGROUP_FP16 = "fp16:16x16x16:fp32@256"
-
-
-def test_workgroup_kernel_where_the_device_lists_a_fitting_configuration():
-    wg = frozenset({mm.COOP_FP16, WORKGROUP_FP16})
-    (step,) = _plan((1, 300, 258, 200), "fp16", "fp32", matrix_tiles=wg).steps  # any shape: tensor layouts
-    rows, cols = mm.WG_TILE
-    assert step.shader == "matmul_wg_coop" and step.groups == (-(-200 // cols), -(-300 // rows), 1)
-    assert step.groups == (1, 3, 1)  # 128 x 256 tiles
-    steps = _plan((1, 64, 64, 64), "fp16", "fp16", matrix_tiles=wg).steps
-    assert [s.shader for s in steps] == ["matmul_wg_coop", "cast"]
-    # another workgroup size, a granularity that does not divide the tile, an fp16 accumulator
-    for other in ("fp16:16x16x16:fp32@128", "fp16:48x16x16:fp32@256", "fp16:16x16x16:fp16@256"):
-        (step,) = _plan((1, 256, 256, 256), "fp16", "fp32", matrix_tiles=frozenset({mm.COOP_FP16, other})).steps
-        assert step.shader == "matmul_coop", other
-    (step,) = _plan((1, 256, 256, 256), "fp32", "fp32", matrix_tiles=wg).steps  # fp32 inputs
-    assert step.shader == "matmul"
-
-
-def test_workgroup_granularity_may_be_finer_than_16():
-    assert mm.workgroup_fits(frozenset({"fp16:8x8x8:fp32@256"}))
-    assert mm.workgroup_fits(frozenset({"int8:16x16x32:int32@256", "fp16:16x8x16:fp32@256"}))
-    assert not mm.workgroup_fits(frozenset({mm.COOP_FP16, "int8:16x16x32:int32@256"}))
-
-
-@pytest.fixture
-def workgroup_dev(monkeypatch):
-    """The test device opened with workgroup-scope matrices (skips where it has none)."""
-    monkeypatch.setenv("IRONACCEL_VULKAN_WORKGROUP_MATRICES", "1")
-    device = open_test_device()
-    if not mm.workgroup_fits(device.accelerator._native.device.matrix_tiles):
-        close_without_leaks(device)
-        pytest.skip(f"{DEVICE} lists no workgroup-scope fp16 matrices matmul_wg_coop.comp fits")
-    yield device
-    close_without_leaks(device)
-
-
-@pytest.mark.parametrize("out_t", ["fp16", "fp32"])
-@pytest.mark.parametrize(
-    "shape", [(2, 33, 18, 40), (1, 130, 64, 136), (1, 3, 1000, 5), (1, 300, 258, 200), (3, 128, 96, 256)], ids=str
-)
-def test_workgroup_kernel_within_the_bound(workgroup_dev, shape, out_t):
-    """matmul_wg_coop.comp on a device that has it: partial tiles, C not a multiple of the step or of 8,
-    batches; every result within the dot-product bound."""
-    n, h, c, w = shape
-    program = _program(*shape, "fp16", out_t)
-    tiles = workgroup_dev.accelerator._native.device.matrix_tiles
-    plan = planning.build(program, matrix_tiles=tiles, max_shared_memory=49152)
-    assert plan.steps[0].shader == "matmul_wg_coop"
-    rng = np.random.default_rng(RNG_SEED)
-    a = rng.standard_normal((n, h, c)).astype(np.float16)
-    b = rng.standard_normal((n, c, w)).astype(np.float16)
-    (got,) = run_vulkan(workgroup_dev, program, [a, b])
-    _check(got, a, b, out_t)
 
 
 def test_tiles_fit_the_shared_memory_limit():

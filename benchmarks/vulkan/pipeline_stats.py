@@ -36,12 +36,10 @@ def _program(dtype: str, n: int) -> Any:
     return bench_vulkan.matmul_program(n, dtype)
 
 
-def statistics_of(device: str, program: Any, code: bytes = b"", dtype: str = "") -> dict[str, list[Any]]:
-    """The statistics of every pipeline ``program`` makes on a fresh device (``code``: the replacement
-    kernel's SPIR-V, for ``dtype``, checked against what the device offers)."""
+def statistics_of(device: str, program: Any) -> dict[str, list[Any]]:
+    """The statistics of every pipeline ``program`` makes on a fresh device."""
     acc = vulkan.open_accelerator(device, pipeline_statistics=True)
     try:
-        probe_matmul.check_workgroup_matrices(acc, code, dtype)
         ctx = acc.create_context()
         artifact = write(program)
         loaded = acc.load_program(ctx, ArtifactRef(artifact, 1 << 36))
@@ -83,17 +81,8 @@ def main() -> int:
     probe_matmul.add_variant_options(parser)
     args = parser.parse_args()
     probe = vulkan.open_accelerator(args.device)
-    name, reports, workgroup = probe.physical.name, probe.physical.reports_pipelines, probe.physical.workgroup_matrices
+    name, reports = probe.physical.name, probe.physical.reports_pipelines
     probe.close()
-    if workgroup is None:
-        print(f"{name}: no workgroup-scope matrices (VK_NV_cooperative_matrix2, workgroup scope, flexible sizes)")
-    else:
-        print(
-            f"{name}: workgroup-scope matrices {', '.join(sorted(workgroup.configurations))}; at most "
-            f"{workgroup.max_workgroup_size} invocations and {workgroup.max_dimension} per dimension; "
-            f"{workgroup.reserved_shared_memory} bytes of shared memory kept by the driver; tensor addressing "
-            f"{'yes' if workgroup.tensor_addressing else 'no'}"
-        )
     if not reports:
         print(f"{name} does not report pipeline statistics (no VK_KHR_pipeline_executable_properties)")
         return 1
@@ -105,7 +94,7 @@ def main() -> int:
     for label, dtype, shader, replacement, fixed in [*wanted, *variants]:
         try:
             with probe_matmul.replaced(dtype, shader, replacement, fixed_shapes=fixed):
-                found = statistics_of(args.device, _program(dtype, args.n), probe_matmul._spirv_of(replacement), dtype)
+                found = statistics_of(args.device, _program(dtype, args.n))
         except Exception as exc:  # noqa: BLE001 - a variant that fails is a line of the table
             rows.append((dtype, label, f"error: {type(exc).__name__}: {str(exc)[:120]}", {}))
             continue

@@ -8,9 +8,7 @@
         [--shapes fixed,push]
 
 Kernel work needs a quick answer to "is this variant faster, and still right?" without shipping it:
-each ``--fp16-spirv`` replaces ``matmul_coop.spv`` (``matmul_wg_coop.spv`` where it uses workgroup-scope
-matrices: such rows run on a device opened with them, beside a row of the shipped kernels on one) and
-each ``--fp32-spirv`` replaces ``matmul.spv``
+each ``--fp16-spirv`` replaces ``matmul_coop.spv`` and each ``--fp32-spirv`` replaces ``matmul.spv``
 for one measurement (a fresh device each, so no pipeline is reused; with ``@TX,TY,TM,TN,BK`` at that
 specialization); each ``--fp32-tile`` forces ``matmul.comp``'s specialization; each ``--int8-spirv``
 replaces ``matmul_int_coop.spv`` (INT8 with the zero points of ``--int8-zero-points``, against
@@ -29,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,19 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vulkan
 
 import ironaccel
-from ironaccel.backends import vulkan
-from ironaccel.backends.vulkan import kernels, workgroup_matrix
+from ironaccel.backends.vulkan import kernels
 from ironaccel.backends.vulkan import memory as vk_memory
 from ironaccel.backends.vulkan.ops import matmul as matmul_ops
-from ironaccel.core.errors import Unsupported
 
 REPS = 10
 
 
-def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any, code: bytes) -> dict[str, Any]:
+def _measure(device: str, n: int, dtype: str, data: dict[str, Any], torch: Any) -> dict[str, Any]:
     dev = ironaccel.open(f"vulkan:{device}")
     try:
-        check_workgroup_matrices(dev.accelerator, code, dtype)
         program = data["program"] if "program" in data else bench_vulkan.matmul_program(n, dtype)
         loaded = bench_vulkan.Loaded(dev, program, data["inputs"])
         try:
@@ -108,7 +102,7 @@ def _tiled_variant(item: str) -> tuple[str, bytes, tuple[int, int] | None]:
 
 def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
     """(dtype, label, shader replaced or "", replacement): the replacement is SPIR-V bytes, (SPIR-V, its
-    workgroup tile), a forced Tile, WORKGROUP (the shipped kernels with workgroup matrices) or None."""
+    workgroup tile), a forced Tile or None."""
     rows: list[tuple[str, str, str, Any]] = []
     if args.fp32_spirv or args.fp32_tile:
         rows.append(("fp32", "shipped", "", None))
@@ -123,64 +117,13 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, str, str, Any]]:
             rows.append(("fp32", f"tile {item}", "", tile))
     if args.fp16_spirv:
         rows.append(("fp16", "shipped", "", None))
-        variants = [_tiled_variant(item) for item in args.fp16_spirv]
-        if any(_declares_workgroup_matrices(code) for _, code, _ in variants):
-            rows.append(("fp16", "shipped, workgroup matrices", "", WORKGROUP))
-        for label, code, tile in variants:
-            if _declares_workgroup_matrices(code):  # in place of matmul_wg_coop
-                rows.append(("fp16", label, "matmul_wg_coop", (code, tile or matmul_ops.WG_TILE)))
-            else:
-                rows.append(("fp16", label, "matmul_coop", (code, tile or matmul_ops.COOP_TILE)))
+        for label, code, tile in map(_tiled_variant, args.fp16_spirv):
+            rows.append(("fp16", label, "matmul_coop", (code, tile or matmul_ops.COOP_TILE)))
     if args.int8_spirv:
         rows.append(("int8", "shipped", "", None))
         for label, code, tile in map(_tiled_variant, args.int8_spirv):
             rows.append(("int8", label, "matmul_int_coop", (code, tile or matmul_ops.INT8_COOP_TILE)))
     return rows
-
-
-WORKGROUP = "the shipped kernels with workgroup-scope matrices"  # a replacement that replaces nothing
-
-
-def _spirv_of(replacement: Any) -> bytes:
-    if isinstance(replacement, bytes):
-        return replacement
-    if isinstance(replacement, tuple) and isinstance(replacement[0], bytes):
-        return replacement[0]
-    return b""
-
-
-def check_workgroup_matrices(acc: Any, code: bytes, dtype: str) -> None:
-    """Raise Unsupported when ``code`` (a replacement kernel's SPIR-V, or b"") uses workgroup-scope
-    matrices that ``acc``'s device has not enabled, or at a workgroup size its driver does not list
-    ``dtype`` (fp16, int8) matrices for: the driver would be handed invalid work, which it need not
-    survive."""
-    if not _declares_workgroup_matrices(code):
-        return
-    if not acc._native.device.workgroup_matrices:
-        raise Unsupported(f"{acc.physical.name} has no workgroup-scope matrices ({workgroup_matrix.EXTENSION})")
-    size = _local_size(code)
-    listed = filter(None, map(workgroup_matrix.parse, acc.physical.workgroup_matrices.configurations))
-    sizes = {c.invocations for c in listed if c.a_type == dtype}
-    if size not in sizes:
-        raise Unsupported(f"workgroup of {size} invocations; the driver lists {dtype} matrices for {sorted(sizes)}")
-
-
-def _local_size(code: bytes) -> int:
-    """The invocations per workgroup an OpExecutionMode LocalSize of ``code`` (SPIR-V) declares."""
-    words = struct.unpack(f"<{len(code) // 4}I", code[: len(code) // 4 * 4])
-    at = 5  # after the header
-    while at < len(words):
-        count, opcode = words[at] >> 16, words[at] & 0xFFFF
-        if opcode == 16 and words[at + 2] == 17:  # OpExecutionMode <entry> LocalSize x y z
-            return words[at + 3] * words[at + 4] * words[at + 5]
-        at += max(count, 1)
-    raise ValueError("no LocalSize execution mode (LocalSizeId is not read here)")
-
-
-def _declares_workgroup_matrices(code: bytes) -> bool:
-    # The SPIR-V extension, or the GLSL one in the OpSourceExtension glslang keeps: glslang declares
-    # SPV_NV_cooperative_matrix2 only with its tensor addressing, not for workgroup scope alone.
-    return workgroup_matrix.SPIRV_EXTENSION.encode() in code or b"GL_NV_cooperative_matrix2" in code
 
 
 @contextlib.contextmanager
@@ -189,25 +132,16 @@ def replaced(
 ) -> Iterator[None]:
     """Within the block, devices opened run ``replacement`` (a row of :func:`_variants`) in place of the
     shipped kernel or tile; ``staged`` puts their Device-domain buffers in never-mapped memory;
-    ``fixed_shapes`` False keeps every shape in push constants. A replacement that declares GL_ or
-    SPV_NV_cooperative_matrix2 has them opened with workgroup-scope matrices."""
+    ``fixed_shapes`` False keeps every shape in push constants."""
     shipped_tile_for, shipped_coop_tile = matmul_ops.tile_for, matmul_ops.COOP_TILE
     shipped_int_tile = matmul_ops.INT8_COOP_TILE
-    shipped_wg = matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS
     shipped_fixed = matmul_ops.FIXED_SHAPE_WORK
     if not fixed_shapes:
         matmul_ops.FIXED_SHAPE_WORK = 1 << 62
     original = kernels._spirv_cache.get(shader) if shader else None
     vk_memory.Memory.__init__.__defaults__ = (staged,)
-    opener = vulkan.open_accelerator.__kwdefaults__
-    opener["workgroup_matrices"] = replacement is WORKGROUP or _declares_workgroup_matrices(_spirv_of(replacement))
     try:
-        if replacement is WORKGROUP:
-            pass  # the shipped kernels, on a device with workgroup-scope matrices
-        elif isinstance(replacement, tuple) and shader == "matmul_wg_coop":
-            kernels._spirv_cache[shader], matmul_ops.WG_TILE = replacement
-            matmul_ops.WG_INVOCATIONS = _local_size(replacement[0])  # so the planner checks the variant's size
-        elif isinstance(replacement, bytes):
+        if isinstance(replacement, bytes):
             kernels._spirv_cache[shader] = replacement
         elif isinstance(replacement, tuple) and dtype == "fp32":
             kernels._spirv_cache[shader], forced = replacement
@@ -221,8 +155,6 @@ def replaced(
         yield
     finally:
         matmul_ops.FIXED_SHAPE_WORK = shipped_fixed
-        opener["workgroup_matrices"] = None
-        matmul_ops.WG_TILE, matmul_ops.WG_INVOCATIONS = shipped_wg
         vk_memory.Memory.__init__.__defaults__ = (False,)
         matmul_ops.tile_for = shipped_tile_for
         matmul_ops.COOP_TILE = shipped_coop_tile
@@ -278,7 +210,7 @@ def main() -> int:
             table.append(f"| {dtype} | {name} | {peer:.2f} | {2.0 * args.n**3 / peer / 1e9:.1f} | 1.00x | |")
         try:
             with replaced(dtype, shader, replacement, placement == "staged", shape_rule == "fixed"):
-                r = _measure(args.device, args.n, dtype, data[dtype], torch, _spirv_of(replacement))
+                r = _measure(args.device, args.n, dtype, data[dtype], torch)
             row = (
                 f"| {dtype} | {label} ({r['kernels']}) | {r['ms']:.2f} | {r['tflops']:.1f} | "
                 f"{data[dtype]['peer_ms'] / r['ms']:.2f}x | {r['rel_error']:.1e} |"

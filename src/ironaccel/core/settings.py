@@ -48,10 +48,6 @@ class Settings:
     cpu_native: str = "auto"
     # Where compiled programs are kept (IRONACCEL_CPU_NATIVE_CACHE); None: $XDG_CACHE_HOME/ironaccel/cpu-native.
     cpu_native_cache: str | None = None
-    # Vulkan devices enable workgroup-scope cooperative matrices where they have them, and fp16 MATMUL
-    # runs on the kernel written for them (IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Off by default: where it
-    # was measured, that kernel was slower than matmul_coop, whose staging we schedule ourselves (ADR 0020).
-    vulkan_workgroup_matrices: bool = False
     # The command line shows the traceback of a failed command instead of one line (IRONACCEL_DEBUG=1).
     debug: bool = False
     # How much IronAccel logs (IRONACCEL_LOG_LEVEL: debug, info, warning, error; default warning), as the
@@ -85,7 +81,6 @@ class Settings:
             cpu_native_cache=env.get("IRONACCEL_CPU_NATIVE_CACHE") or None,
             virtio_socket=env.get("IRONACCEL_VIRTIO_SOCKET") or None,
             virtio_timeout_s=_seconds(env.get("IRONACCEL_VIRTIO_TIMEOUT"), 30.0),
-            vulkan_workgroup_matrices=_flag(env, "IRONACCEL_VULKAN_WORKGROUP_MATRICES", False),
             debug=_flag(env, "IRONACCEL_DEBUG", False),
             log_level=(env.get("IRONACCEL_LOG_LEVEL") or "warning").strip().lower(),
         )

@@ -31,8 +31,7 @@ Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`,
 :mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,
 :mod:`.recording`, :mod:`.direct`, :mod:`.commands`, :mod:`.submit`, :mod:`.launcher` (prepared
 submissions), :mod:`.nvfp4` (NVFP4 projections), :mod:`.capability`, :mod:`.accelerator`; and what
-a device enables only when opened asking for it: :mod:`.statistics` (what each kernel compiled into)
-and :mod:`.workgroup_matrix` (workgroup-scope cooperative matrices).
+a device enables only when opened asking for it: :mod:`.statistics` (what each kernel compiled into).
 """
 
 from __future__ import annotations
@@ -52,18 +51,14 @@ def open_accelerator(
     settings: Settings | None = None,
     staging: bool = False,
     pipeline_statistics: bool = False,
-    workgroup_matrices: bool | None = None,
     **kwargs: Any,
 ) -> VulkanAccelerator:
     """An accelerator on the Vulkan device ``selector`` names (see :func:`.device.choose`): None for the
     best hardware device (a software one only if nothing else exists), an index, a UUID, ``"lavapipe"``
     / ``"llvmpipe"`` or part of a device name. ``staging`` routes Device-domain buffers through a staging
     copy even where they could be mapped (to exercise that path). ``pipeline_statistics`` has the driver
-    keep what it compiled each kernel into, where it can (``pipeline_statistics()``). ``workgroup_matrices``
-    enables workgroup-scope cooperative matrices where the device has them, and with them the fp16 MATMUL
-    kernel written for them (:mod:`.workgroup_matrix`; None: ``settings.vulkan_workgroup_matrices``,
-    off unless IRONACCEL_VULKAN_WORKGROUP_MATRICES=1). Raises Unsupported with the reason when Vulkan
-    cannot be used."""
+    keep what it compiled each kernel into, where it can (``pipeline_statistics()``, :mod:`.statistics`).
+    Raises Unsupported with the reason when Vulkan cannot be used."""
     settings = settings if settings is not None else Settings.from_env()
     if "vulkan" in settings.disabled:
         raise Unsupported("the Vulkan backend is switched off (IRONACCEL_VULKAN=0)")
@@ -78,7 +73,6 @@ def open_accelerator(
         physical,
         staging=staging,
         pipeline_statistics=pipeline_statistics,
-        workgroup_matrices=settings.vulkan_workgroup_matrices if workgroup_matrices is None else workgroup_matrices,
         **kwargs,
     )
 

@@ -109,12 +109,11 @@ class VulkanAccelerator(Accelerator):
         *,
         staging: bool = False,
         pipeline_statistics: bool = False,
-        workgroup_matrices: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.physical = physical
-        device = Device(inst, physical, pipeline_statistics=pipeline_statistics, workgroup_matrices=workgroup_matrices)
+        device = Device(inst, physical, pipeline_statistics=pipeline_statistics)
         try:
             memory = Memory(device, staging=staging)
             kernels = Kernels(device)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...core.errors import InvalidArgument, Unsupported
 from ...probe.vulkan import vulkan_software
-from . import binding, commands, statistics, workgroup_matrix
+from . import binding, commands, statistics
 from .instance import Instance
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -105,8 +105,6 @@ class PhysicalDevice:
     matrix_tiles: frozenset[str] = frozenset()
     # The driver reports what it compiled each pipeline into (VK_KHR_pipeline_executable_properties).
     reports_pipelines: bool = False
-    # Workgroup-scope matrices of any multiple of a granularity (VK_NV_cooperative_matrix2), or None.
-    workgroup_matrices: workgroup_matrix.WorkgroupMatrices | None = None
 
     @property
     def uuid_hex(self) -> str:
@@ -209,7 +207,6 @@ def _describe(inst: Instance, handle: Any, index: int) -> PhysicalDevice:
         nan_preserve=nan_preserve,
         matrix_tiles=matrix_tiles,
         reports_pipelines=statistics.EXTENSION in extensions,
-        workgroup_matrices=workgroup_matrix.describe(vk, inst.handle, handle, extensions) if matrix_tiles else None,
     )
 
 
@@ -349,14 +346,9 @@ def _match(devices: list[PhysicalDevice], selector: str | int) -> list[PhysicalD
 class Device:
     """The logical device: one compute queue, the enabled features, and the submission lock."""
 
-    def __init__(
-        self, inst: Instance, pd: PhysicalDevice, *, pipeline_statistics: bool = False, workgroup_matrices: bool = False
-    ) -> None:
+    def __init__(self, inst: Instance, pd: PhysicalDevice, *, pipeline_statistics: bool = False) -> None:
         """``pipeline_statistics``: have the driver keep what it compiled each pipeline into, where it can
-        (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does. ``workgroup_matrices``:
-        enable workgroup-scope matrices where the device has them (:mod:`.workgroup_matrix`);
-        ``self.workgroup_matrices`` says whether they are, and ``self.matrix_tiles`` then lists their
-        configurations too where the device also has their tensor addressing."""
+        (:mod:`.statistics`); ``self.pipeline_statistics`` says whether it does."""
         vk = inst.vk
         self.instance = inst
         self.vk = vk
@@ -404,16 +396,6 @@ class Device:
             if wanted:
                 setattr(_new(self.ffi, ctype, stype, structs["_keep"]), field, 1)
                 extensions.append(extension)
-        offered = pd.workgroup_matrices if workgroup_matrices else None
-        self.workgroup_matrices = offered is not None
-        if offered is not None:
-            # last in the chain: its pNext stays NULL
-            structs["_keep"].append(workgroup_matrix.enable(self.ffi, structs["_keep"], offered))
-            extensions.append(workgroup_matrix.EXTENSION)
-            # For the planner, beside the subgroup "fp16:16x16x16:fp32": "fp16:16x16x16:fp32@256". Only with
-            # tensor addressing, through which matmul_wg_coop.comp loads and stores.
-            if offered.tensor_addressing:
-                self.matrix_tiles = pd.matrix_tiles | offered.configurations
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=family, queueCount=1, pQueuePriorities=[1.0])
         named = {"enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extensions} if extensions else {}
         info = vk.VkDeviceCreateInfo(pNext=f2[0], queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], **named)

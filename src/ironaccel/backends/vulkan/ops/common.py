@@ -85,8 +85,8 @@ class LoweringContext(Protocol):
     max_groups: tuple[int, int, int]
     max_loop_iterations: int | None  # per invocation, where the driver caps them (see device.Limits)
     max_shared_memory: int  # bytes of shared memory a workgroup may use
-    # Cooperative-matrix configurations the device offers: subgroup scope as "fp16:16x16x16:fp32"
-    # (ops.matmul.COOP_FP16), workgroup scope, where enabled, with "@<invocations>" after it.
+    # Cooperative-matrix configurations the device offers (subgroup scope), as "fp16:16x16x16:fp32"
+    # (ops.matmul.COOP_FP16).
     matrix_tiles: frozenset[str]
 
     def place(self, tensor: Tensor) -> Place:

@@ -2,7 +2,7 @@
 registrations, per signature, are in :mod:`.tensor`): [N, H, C] x [N, C, W] -> [N, H, W].
 
 fp32, fp16, bf16 or fp8 inputs, accumulated in fp32 (:func:`float_steps`; bf16 and fp8 operands are
-widened to fp32 first, :func:`widened_steps`), in four kernels:
+widened to fp32 first, :func:`widened_steps`), in three kernels:
 
 * ``matmul.comp`` (every device, fp32 and fp16 inputs): register-blocked tiles in shared memory, each
   invocation accumulating a TM x TN block (4 or 8 each) with fma. The tile (:func:`tile_for`) follows
@@ -14,9 +14,6 @@ widened to fp32 first, :func:`widened_steps`), in four kernels:
   ``matmul_reduce.comp`` adds them in slice order. Still fp32 throughout, and deterministic.
 * ``matmul_coop.comp`` (fp16 inputs, devices with VK_KHR_cooperative_matrix listing fp16 16 x 16 x 16
   with an fp32 accumulator): subgroup matrix multiply-accumulate on tiles staged in shared memory.
-* ``matmul_wg_coop.comp`` (fp16 inputs, devices opened with workgroup-scope matrices that list a fitting
-  fp16 configuration, :func:`workgroup_fits`): one 128 x 256 accumulator per workgroup, slices loaded
-  through two-dimensional tensor layouts, the staging left to the driver (ADR 0020). Any shape.
 
 ``matmul.comp`` and ``matmul_coop.comp`` take the shape as specialization constants for products of at
 least FIXED_SHAPE_WORK multiply-adds (:func:`fixed_shape`, ADR 0022): constant addresses, and no bound
@@ -42,7 +39,6 @@ import numpy as np
 from ....core.errors import ResourceLimit
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
-from ..workgroup_matrix import parse
 from .common import WORKGROUP, Dispatch, LoweringContext, Place, Step, check_loops, groups, word_groups, words
 from .reduction import INTEGER_OPCODES as REDUCE_INTEGER_OPCODES
 from .widening import convert, widening
@@ -52,9 +48,6 @@ COOP_TILE = (128, 128)  # rows and columns of output per matmul_coop.comp workgr
 COOP_INT8 = "int8:16x16x32:int32"  # the cooperative-matrix configuration matmul_int_coop.comp is written for
 INT8_COOP_TILE = (128, 128)  # rows and columns of output per matmul_int_coop.comp workgroup
 COOP_BK = 32
-WG_TILE = (128, 256)  # matmul_wg_coop.comp: output rows and columns per workgroup,
-WG_STEP = 32  # C per step,
-WG_INVOCATIONS = 256  # and the workgroup size the device must list its configuration for
 BUSY_TILES = 256  # output tiles that keep a large GPU's multiprocessors busy; fewer invite split-k
 MIN_SLICE = 256  # C per split-k slice, at least (shorter slices spend more on the partial sums)
 MAX_SLICES = 32
@@ -146,9 +139,7 @@ def float_steps(ctx: LoweringContext) -> list[Step]:
         after.append(convert(ctx, wide, target, out.size, widen=False))
         target = wide
     reads = (ctx.place(a), ctx.place(b))
-    if fp16_in and workgroup_fits(ctx.matrix_tiles):
-        steps = coop(ctx, n, h, c, w, reads, target, "matmul_wg_coop", WG_TILE)
-    elif fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
+    if fp16_in and COOP_FP16 in ctx.matrix_tiles and c % 8 == 0 and w % 8 == 0:
         steps = coop(ctx, n, h, c, w, reads, target, "matmul_coop", COOP_TILE)
     else:
         steps = tiled(ctx, n, h, c, w, reads, target, fp16_in)
@@ -201,16 +192,6 @@ def fixed_shape(n: int, h: int, c: int, w: int, *more: int) -> tuple[int, ...]:
     return (0,) * (3 + len(more))
 
 
-def workgroup_fits(tiles: frozenset[str]) -> bool:
-    """Whether ``tiles`` lists workgroup-scope fp16 x fp16 -> fp32 matrices ("fp16:MxNxK:fp32@I") at
-    WG_INVOCATIONS invocations with a granularity that divides matmul_wg_coop.comp's tile and step."""
-    for c in filter(None, map(parse, tiles)):
-        if (c.a_type, c.c_type, c.invocations) == ("fp16", "fp32", WG_INVOCATIONS):
-            if WG_TILE[0] % c.m == WG_TILE[1] % c.n == WG_STEP % c.k == 0:
-                return True
-    return False
-
-
 def coop(
     ctx: LoweringContext,
     n: int,
@@ -222,7 +203,7 @@ def coop(
     shader: str,
     tile: tuple[int, int],
 ) -> list[Step]:
-    """``shader`` (a cooperative-matrix kernel: matmul_coop or matmul_wg_coop) over ``tile``-sized
+    """``shader`` (a cooperative-matrix kernel) over ``tile``-sized
     output tiles, one dispatch per z-limit of batches."""
     gx, gy = -(-w // tile[1]), -(-h // tile[0])
     limit_x, limit_y, limit_z = ctx.max_groups
