@@ -13,6 +13,29 @@ storage form of :attr:`~ironaccel.tosa.dtypes.DType.numpy`.
 backends are checked against. The execution-contract accelerator (:mod:`.accelerator`) runs a program
 as generated native code instead where a C compiler is found and the program's operators allow it
 (:mod:`.native`), with the same results (bit for bit for integers).
+
+The roles, one module each, named as in every backend (docs/adding-a-backend.md):
+
+- :mod:`.registration`: the registration (plain data, the entry point ``cpu``: reading it imports nothing else);
+- :mod:`.device`: the host as a device (identity, limits) and the allocator's tuning;
+- :mod:`.accelerator`: ``CpuAccelerator``, joining the roles below, which the registration opens;
+- :mod:`.memory`: buffers: host byte arrays in every memory domain, allocation, write and read;
+- :mod:`.program`: loading a program as native code or for the interpreter, unloading, direct runs;
+- :mod:`.submit`: a worker thread per queue, running submissions in order and ending their events;
+- :mod:`.capability`: the capability descriptor: all of TOSA 1.0;
+- :mod:`.ops`: the numpy kernels, one module per operator group of the specification.
+
+The interpreter and what it runs on:
+
+- :mod:`.interpreter`: loads a program once and runs it, block by block, operator by operator;
+- :mod:`.block_plan`: a block's plan at load: tensor slots, kernels found, liveness, kernel contexts;
+- :mod:`.folding`: constant folding at load, held to the program's working-set estimate;
+- :mod:`.run_arguments`: the arrays a run takes and gives back, checked, and its stop hook;
+- :mod:`.kernel`: the interface between the interpreter and its kernels, and their registry;
+- :mod:`.numerics`: exact integer and floating-point helpers, the specification's pseudocode in numpy;
+- :mod:`.parallel`: the small thread pool the big kernels split their work across;
+- :mod:`.nvfp4`: NVFP4 projections (ADR 0012), the oracle of other backends' NVFP4 kernels;
+- :mod:`.native`: a whole program as one generated C function, compiled once per machine.
 """
 
 from __future__ import annotations
