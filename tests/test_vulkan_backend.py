@@ -19,7 +19,7 @@ import pytest
 
 import ironaccel
 from ironaccel.backends import vulkan
-from ironaccel.backends.vulkan import binding, commands, device, instance
+from ironaccel.backends.vulkan import binding, device, instance, recording
 from ironaccel.backends.vulkan import plan as planning
 from ironaccel.backends.vulkan.capability import ALL_OPERATORS
 from ironaccel.backends.vulkan.ops import LOWERINGS
@@ -553,10 +553,10 @@ def test_synchronization_validation_reports_a_missing_barrier(opened):
             commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
         )
         cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
-        commands.begin(vk, cb, 0)
+        recording.begin(vk, cb, 0)
         vk.lib.vkCmdFillBuffer(cb, a.buffer, 0, 256, 7)
-        commands.copy(vk, cb, a.buffer, 0, b.buffer, 0, 256)  # reads what the fill wrote: no barrier
-        commands.end(vk, cb)
+        recording.copy(vk, cb, a.buffer, 0, b.buffer, 0, 256)  # reads what the fill wrote: no barrier
+        recording.end(vk, cb)
     finally:
         vk.vkDestroyCommandPool(dev, pool, None)
         native.memory.free(a)

@@ -1,4 +1,4 @@
-"""The prepared launcher's route choice (backends/vulkan/route_times.py): nothing is chosen until both
+"""The prepared launcher's route choice (RouteTimes in backends/vulkan/launcher.py): nothing is chosen until both
 routes have a full window of times, then the one with the smaller median, ties to the unmarked route;
 only the latest window counts, and a choice is due every DECIDE_EVERY times. Pure Python: no device."""
 
@@ -9,7 +9,7 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ironaccel.backends.vulkan.route_times import DECIDE_EVERY, WINDOW, RouteTimes
+from ironaccel.backends.vulkan.launcher import DECIDE_EVERY, WINDOW, RouteTimes
 
 seconds = st.floats(min_value=1e-7, max_value=1e-2, allow_nan=False)
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ironaccel.backends.vulkan import binding, commands
+from ironaccel.backends.vulkan import binding, recording
 from ironaccel.backends.vulkan.ops.common import Dispatch
-from ironaccel.backends.vulkan.recording import descriptor_sets
 
 
 def loaded_program(acc: Any) -> Any:
@@ -41,7 +40,7 @@ def kernel_ms(acc: Any, program: Any, reps: int = 20) -> float:
         None,
         what="vkCreateCommandPool",
     )
-    descriptor_pool, sets = descriptor_sets(vk, dev, dispatches, program.pipelines, program.resolve)
+    descriptor_pool, sets = recording.descriptor_sets(vk, dev, dispatches, program.pipelines, program.resolve)
     fence = binding.call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
     try:
         alloc = vk.VkCommandBufferAllocateInfo(
@@ -51,14 +50,14 @@ def kernel_ms(acc: Any, program: Any, reps: int = 20) -> float:
         compute = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
         rw = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT | vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
         lib, point = vk.lib, vk.VK_PIPELINE_BIND_POINT_COMPUTE
-        commands.begin(vk, cb, 0)
+        recording.begin(vk, cb, 0)
         lib.vkCmdResetQueryPool(cb, queries, 0, 2)
-        commands.global_barrier(vk, cb, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, 0, compute, 0)
+        recording.global_barrier(vk, cb, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, 0, compute, 0)
         lib.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, queries, 0)
         for _ in range(reps):
             for i, (step, barrier) in enumerate(zip(program.plan.steps, program.plan.barriers, strict=True)):
                 if barrier is not None or i == 0:
-                    commands.global_barrier(vk, cb, compute, rw, compute, rw)
+                    recording.global_barrier(vk, cb, compute, rw, compute, rw)
                 pipeline = program.pipelines[i]
                 lib.vkCmdBindPipeline(cb, point, pipeline.handle)
                 lib.vkCmdBindDescriptorSets(
@@ -67,16 +66,16 @@ def kernel_ms(acc: Any, program: Any, reps: int = 20) -> float:
                 push = ffi.new("char[]", step.push)
                 lib.vkCmdPushConstants(cb, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(step.push), push)
                 lib.vkCmdDispatch(cb, *step.groups)
-        commands.global_barrier(vk, cb, compute, rw, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, 0)
+        recording.global_barrier(vk, cb, compute, rw, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, 0)
         lib.vkCmdWriteTimestamp2(cb, vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT, queries, 1)
-        commands.end(vk, cb)
+        recording.end(vk, cb)
         stamps = ffi.new("uint64_t[2]")
         flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
         fences = ffi.new("VkFence[1]", [fence])
         for _ in range(2):  # the first run warms clocks and caches (and lavapipe's lazy shader compiles)
             with device.submit_lock:
                 binding.check(
-                    commands.submit(vk, device.queue, commands.submit_info(vk, [cb]), fence), "vkQueueSubmit2"
+                    lib.vkQueueSubmit2(device.queue, 1, recording.submit_info(vk, [cb]), fence), "vkQueueSubmit2"
                 )
             binding.check(lib.vkWaitForFences(dev, 1, fences, 1, 60_000_000_000), "vkWaitForFences")
             binding.check(lib.vkResetFences(dev, 1, fences), "vkResetFences")

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vulkan import Loaded, collector_off  # noqa: E402
 
 import ironaccel  # noqa: E402
-from ironaccel.backends.vulkan import binding, commands  # noqa: E402
+from ironaccel.backends.vulkan import binding  # noqa: E402
+from ironaccel.backends.vulkan import recording as vk_recording  # noqa: E402
 from ironaccel.runtime.types import MemoryDomain  # noqa: E402
 from ironaccel.tosa import ProgramBuilder  # noqa: E402
 
@@ -123,16 +124,16 @@ def barrier_free(program: Any, ranges: Any, command_pool: Any, skip: set[int]) -
     """The program's direct recording for ``ranges`` with the global barriers at positions ``skip``
     (0: the first, -1: the last) left out."""
     calls: list[tuple[Any, ...]] = []
-    original = commands.global_barrier
+    original = vk_recording.global_barrier
 
     def count(*args: Any) -> None:  # first pass: how many barriers the recording has
         calls.append(args)
 
-    commands.global_barrier = count
+    vk_recording.global_barrier = count
     try:
         counted = program.direct.record_apart(ranges, command_pool)
     finally:
-        commands.global_barrier = original
+        vk_recording.global_barrier = original
     total = len(calls)
     vk = program.vk
     if counted.descriptor_pool is not None:
@@ -144,11 +145,11 @@ def barrier_free(program: Any, ranges: Any, command_pool: Any, skip: set[int]) -
         if next(seen) not in dropped:
             original(*args)
 
-    commands.global_barrier = some
+    vk_recording.global_barrier = some
     try:
         return program.direct.record_apart(ranges, command_pool)
     finally:
-        commands.global_barrier = original
+        vk_recording.global_barrier = original
 
 
 def main() -> None:
@@ -233,7 +234,7 @@ def main() -> None:
 
     def raw2() -> None:
         lib.vkResetFences(vdev, 1, fences)
-        commands.submit(vk, queue, info2, fence)
+        lib.vkQueueSubmit2(queue, 1, info2, fence)
         spin_fence()
 
     rows.append(("raw: reset + vkQueueSubmit2 + fence poll", timed(args.count, raw2)))
@@ -255,7 +256,7 @@ def main() -> None:
         start = time.perf_counter()
         lib.vkResetFences(vdev, 1, fences)
         resets.append(time.perf_counter() - start)
-        commands.submit(vk, queue, info2, fence)
+        lib.vkQueueSubmit2(queue, 1, info2, fence)
         spin_fence()
 
     timed(args.count, reset_apart)
@@ -271,13 +272,13 @@ def main() -> None:
     primary = vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
     alloc = vk.VkCommandBufferAllocateInfo(commandPool=pool, level=primary, commandBufferCount=2)
     empty, flag_cb = binding.call(vk.vkAllocateCommandBuffers, vdev, alloc, what="vkAllocateCommandBuffers")
-    commands.begin(vk, empty, 0)
-    commands.end(vk, empty)
-    info_empty = commands.submit_info(vk, [empty])
+    vk_recording.begin(vk, empty, 0)
+    vk_recording.end(vk, empty)
+    info_empty = vk_recording.submit_info(vk, [empty])
 
     def raw_empty() -> None:
         lib.vkResetFences(vdev, 1, fences)
-        commands.submit(vk, queue, info_empty, fence)
+        lib.vkQueueSubmit2(queue, 1, info_empty, fence)
         spin_fence()
 
     rows.append(("raw: empty command buffer", timed(args.count, raw_empty)))
@@ -306,7 +307,7 @@ def main() -> None:
 
     def timeline() -> None:
         signal.value += 1
-        commands.submit(vk, queue, info_tl, ffi.NULL)
+        lib.vkQueueSubmit2(queue, 1, info_tl, ffi.NULL)
         while True:
             lib.vkGetSemaphoreCounterValue(vdev, sem, seen)
             if seen[0] >= signal.value:
@@ -330,9 +331,9 @@ def main() -> None:
     # -- completion as a flag the device writes into host memory ----------------------------------------
     flag = native.memory.allocate(256, MemoryDomain.HOST)
     flag_view = np.frombuffer(flag.mapping, np.uint32)
-    commands.begin(vk, flag_cb, 0)
+    vk_recording.begin(vk, flag_cb, 0)
     everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
-    commands.global_barrier(
+    vk_recording.global_barrier(
         vk,
         flag_cb,
         everything,
@@ -341,7 +342,7 @@ def main() -> None:
         vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
     )
     lib.vkCmdFillBuffer(flag_cb, flag.buffer, 0, 4, 1)
-    commands.global_barrier(
+    vk_recording.global_barrier(
         vk,
         flag_cb,
         vk.VK_PIPELINE_STAGE_2_COPY_BIT,
@@ -349,15 +350,15 @@ def main() -> None:
         vk.VK_PIPELINE_STAGE_2_HOST_BIT,
         vk.VK_ACCESS_2_HOST_READ_BIT,
     )
-    commands.end(vk, flag_cb)
-    info_flag = commands.submit_info(vk, [recording.cb, flag_cb])
+    vk_recording.end(vk, flag_cb)
+    info_flag = vk_recording.submit_info(vk, [recording.cb, flag_cb])
     flag_samples: list[float] = []
     with collector_off():
         for i in range(args.count + 50):
             flag_view[0] = 0
             lib.vkResetFences(vdev, 1, fences)
             start = time.perf_counter()
-            commands.submit(vk, queue, info_flag, fence)
+            lib.vkQueueSubmit2(queue, 1, info_flag, fence)
             while flag_view[0] == 0:
                 pass
             if i >= 50:

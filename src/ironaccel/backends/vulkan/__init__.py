@@ -27,11 +27,24 @@ Design (ADR 0008 gives the reasons and the alternatives):
    fp32 kernels and round once, with integer conversion code (``shaders/include/fp16.glsl``,
    ``bf16.glsl``, ``ops/widening.py``), so every device gives the same bits without shaderFloat16.
 
-Layout: :mod:`.binding` (the package, errors), :mod:`.instance`, :mod:`.device`, :mod:`.memory`,
-:mod:`.kernels`, :mod:`.ops` (one module per operator group), :mod:`.plan`, :mod:`.program`,
-:mod:`.recording`, :mod:`.direct`, :mod:`.commands`, :mod:`.submit`, :mod:`.launcher` (prepared
-submissions), :mod:`.nvfp4` (NVFP4 projections), :mod:`.capability`, :mod:`.accelerator`; and what
-a device enables only when opened asking for it: :mod:`.statistics` (what each kernel compiled into).
+Layout, by the roles every backend has:
+
+- :mod:`.registration`: the entry point's registration, saying why Vulkan cannot be used without opening a device.
+- :mod:`.device`: choosing the physical device and opening the VkDevice with its one compute queue.
+- :mod:`.accelerator`: the Accelerator that joins the roles below behind the execution contract.
+- :mod:`.memory`: buffers, one dedicated allocation each, mapped or staged by memory domain.
+- :mod:`.program` (laid out by :mod:`.plan`): a loaded program's arena, constants and recorded graph.
+- :mod:`.submit`: the submission ring of a contract queue: slots, fences, copies in and out.
+- :mod:`.launcher`: prepared submissions, and the completion route each launch takes.
+- :mod:`.recording`: recording command buffers, from one barrier or copy to a program's whole graph.
+- :mod:`.direct`: recordings bound to the caller's buffers, replayed with no copies.
+- :mod:`.kernels`: the checked-in SPIR-V and the compute pipelines made from it.
+- :mod:`.capability`: the capability descriptor, derived from what :mod:`.ops` registers.
+- :mod:`.ops`: the lowerings, one module per operator group of the specification.
+
+Beside them: :mod:`.binding` (the `vulkan` package, and its results as errors), :mod:`.instance` (the
+process's VkInstance), :mod:`.nvfp4` (NVFP4 projections) and :mod:`.statistics` (what each kernel
+compiled into, on a device opened asking for it).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...core.errors import InvalidArgument, Unsupported
 from ...probe.vulkan import vulkan_software
-from . import binding, commands, statistics
+from . import binding, statistics
 from .instance import Instance
 
 _DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -407,7 +407,7 @@ class Device:
         """One vkQueueSubmit2 of ``info`` signalling ``fence``, under the submit lock; returns the VkResult.
         What it submits does not end with an ordering barrier (``ordered_tail``)."""
         with self.submit_lock:
-            code = commands.submit(self.vk, self.queue, info, fence)
+            code = int(self.vk.lib.vkQueueSubmit2(self.queue, 1, info, fence))
             self.ordered_tail = False
         return code
 

@@ -29,12 +29,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...runtime.accelerator import BoundRange
-from . import binding, commands
+from . import binding
 from .ops.common import Dispatch, Place
-from .recording import descriptor_sets, record_graph
+from .recording import descriptor_sets, record_graph, submit_info
 
 if TYPE_CHECKING:
-    from .program import LoadedProgram
+    from .device import Device
+    from .kernels import Pipeline
+    from .plan import Plan
+
+Resolve = Callable[[Place], tuple[Any, int, int]]  # a place -> (VkBuffer, offset, descriptor range)
 
 ENTRIES = 8  # recordings kept per program
 VECTOR_ALIGNMENT = 16  # bytes: the widest load a kernel issues (vec4 / uvec4)
@@ -54,13 +58,16 @@ class Recording:
 
 
 class DirectRecordings:
-    """The recordings of one loaded program (the ring's lock serialises every call)."""
+    """The recordings of one loaded program (the ring's lock serialises every call): its ``plan``, the
+    ``pipelines`` of its dispatches, and ``resolve``, where each place of the program's own buffers is."""
 
-    def __init__(self, program: LoadedProgram) -> None:
-        self.program = program
+    def __init__(self, device: Device, plan: Plan, pipelines: list[Pipeline], resolve: Resolve) -> None:
+        self.device = device
+        self.plan = plan
+        self.pipelines = pipelines
+        self.resolve_own = resolve
         self.entries: OrderedDict[tuple, Recording] = OrderedDict()
         self.command_pool: Any = None
-        plan = program.plan
         io = [*plan.inputs, *plan.outputs]
         arena_io = [p for p in io if p.buffer == "arena"]
         self.usable = (
@@ -71,8 +78,8 @@ class DirectRecordings:
         """Whether every binding touching an input's or output's bytes lies inside them at an aligned
         offset. Bound ranges start aligned (:meth:`_mapping`), so this depends on the plan alone and is
         settled once here, not per submission."""
-        align = _alignment(self.program)
-        for step in self.program.plan.steps:
+        align = _alignment(self.device)
+        for step in self.plan.steps:
             for place in (*step.reads, *step.writes):
                 if place.buffer != "arena":
                     continue
@@ -104,11 +111,11 @@ class DirectRecordings:
         return recording
 
     def _mapping(self, ranges: Sequence[BoundRange]) -> dict[int, tuple[Place, BoundRange]] | None:
-        plan = self.program.plan
+        plan = self.plan
         n_in = len(plan.inputs)
         if len(ranges) != n_in + len(plan.outputs) or len({r.slot for r in ranges}) != len(ranges):
             return None
-        align = _alignment(self.program)
+        align = _alignment(self.device)
         mapping = {}
         for r in ranges:
             place = plan.inputs[r.slot] if r.slot < n_in else plan.outputs[r.slot - n_in]
@@ -126,8 +133,8 @@ class DirectRecordings:
                     return None
         return mapping
 
-    def _resolver(self, mapping: dict[int, tuple[Place, BoundRange]]) -> Callable[[Place], tuple[Any, int, int]]:
-        program = self.program
+    def _resolver(self, mapping: dict[int, tuple[Place, BoundRange]]) -> Resolve:
+        resolve_own = self.resolve_own
         io = list(mapping.values())
 
         def resolve(place: Place) -> tuple[Any, int, int]:
@@ -135,7 +142,7 @@ class DirectRecordings:
                 for home, r in io:
                     if home.offset <= place.offset and place.offset + place.size <= home.offset + home.size:
                         return r.native.buffer, r.offset + place.offset - home.offset, max(4, -(-place.size // 4) * 4)
-            return program.resolve(place)
+            return resolve_own(place)
 
         return resolve
 
@@ -153,26 +160,25 @@ class DirectRecordings:
     def _record(
         self,
         key: tuple,
-        resolve: Callable[[Place], tuple[Any, int, int]],
+        resolve: Resolve,
         command_pool: Any = None,
         leading_barrier: bool = True,
     ) -> Recording:
-        program = self.program
-        vk, dev = program.vk, program.device.handle
+        vk, dev = self.device.vk, self.device.handle
         if command_pool is None:
             if self.command_pool is None:
-                info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=program.device.queue_family)
+                info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.device.queue_family)
                 self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
             command_pool = self.command_pool
-        dispatches = [s for s in program.plan.steps if isinstance(s, Dispatch)]
-        pool, sets = (None, []) if not dispatches else descriptor_sets(vk, dev, dispatches, program.pipelines, resolve)
+        dispatches = [s for s in self.plan.steps if isinstance(s, Dispatch)]
+        pool, sets = (None, []) if not dispatches else descriptor_sets(vk, dev, dispatches, self.pipelines, resolve)
         try:
             alloc = vk.VkCommandBufferAllocateInfo(
                 commandPool=command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1
             )
             cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
             try:
-                record_graph(vk, cb, program.plan, program.pipelines, sets, resolve, None, leading_barrier)
+                record_graph(vk, cb, self.plan, self.pipelines, sets, resolve, None, leading_barrier)
             except BaseException:
                 vk.vkFreeCommandBuffers(dev, command_pool, 1, [cb])
                 raise
@@ -180,7 +186,7 @@ class DirectRecordings:
             if pool is not None:
                 vk.vkDestroyDescriptorPool(dev, pool, None)
             raise
-        return Recording(key, cb, pool, commands.submit_info(vk, [cb]))
+        return Recording(key, cb, pool, submit_info(vk, [cb]))
 
     def _evict_one(self) -> bool:
         for key, entry in self.entries.items():  # oldest first
@@ -191,7 +197,7 @@ class DirectRecordings:
         return False
 
     def _destroy(self, entry: Recording) -> None:
-        vk, dev = self.program.vk, self.program.device.handle
+        vk, dev = self.device.vk, self.device.handle
         vk.vkFreeCommandBuffers(dev, self.command_pool, 1, [entry.cb])
         if entry.descriptor_pool is not None:
             vk.vkDestroyDescriptorPool(dev, entry.descriptor_pool, None)
@@ -202,12 +208,12 @@ class DirectRecordings:
             self._destroy(entry)
         self.entries.clear()
         if self.command_pool is not None:
-            self.program.vk.vkDestroyCommandPool(self.program.device.handle, self.command_pool, None)
+            self.device.vk.vkDestroyCommandPool(self.device.handle, self.command_pool, None)
             self.command_pool = None
 
 
-def _alignment(program: LoadedProgram) -> int:
-    limit = program.device.limits.min_storage_buffer_offset_alignment
+def _alignment(device: Device) -> int:
+    limit = device.limits.min_storage_buffer_offset_alignment
     return limit * VECTOR_ALIGNMENT // math.gcd(limit, VECTOR_ALIGNMENT)
 
 

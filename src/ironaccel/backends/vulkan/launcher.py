@@ -14,10 +14,13 @@ every poll while a read is cheap or the word cannot show the ticket, else at mos
 SEMAPHORE_EVERY_S) or when the word shows it or a later marked ticket, whichever is seen first. Neither
 signal is always the sooner: how late a driver reports a semaphore signal can change from one session of
 the same machine to the next, while the word is seen as soon as the device writes it, and the mark that
-writes it is device work an unmarked launch saves (ADRs 0016, 0017 and 0021 give the figures). So
-each route's launches are timed from the submit to the look that saw them finished (:mod:`.route_times`,
-ADR 0021), launches take the faster route, and one in PROBE_EVERY takes the other, to notice when it
-becomes the faster. Until both are timed, launches alternate.
+writes it is device work an unmarked launch saves (ADRs 0016, 0017 and 0021 give the figures). Neither
+route's own signals can settle which is sooner, since a marked launch's semaphore is signalled after its
+mark, so each route's launches are timed as the caller sees them, from the submit to the look that saw
+them finished (:class:`RouteTimes`, ADR 0021). Only launches submitted onto an idle launcher, and looked
+at by a caller that was already looking, are timed: otherwise the time holds earlier launches or the
+caller's own pauses. Launches take the faster route, and one in PROBE_EVERY takes the other, to notice
+when it becomes the faster. Until both are timed, launches alternate.
 
 The word is written after the program's final barrier, which makes its results visible to the host, so
 a host that sees it may read them, or write its inputs again. Only the semaphore says that the submission
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,11 +46,10 @@ from ...core.errors import Busy, DeviceLost, InvalidArgument, IronAccelError
 from ...runtime.accelerator import BoundRange
 from ...runtime.prepared import check_ticket
 from ...runtime.types import MemoryDomain
-from . import binding, commands
+from . import binding, recording
 from .device import Device
 from .memory import Memory
 from .program import LoadedProgram
-from .route_times import RouteTimes
 from .submit import SPIN_S, record_copies  # waits spin as long as the ring's do
 
 IN_FLIGHT = 64  # launches of one prepared submission running at once, as many as a ring's slots
@@ -55,7 +58,7 @@ CHEAP_READ_S = 2e-6  # a counter read faster than this is made on every poll
 MARKS = 2 * IN_FLIGHT  # ticket slots, one per mark command buffer: a slot is rewritten only after its run ended
 PROBE_EVERY = 64  # one launch in this many takes the route not chosen, so that its time stays known
 EXPLORE_EVERY = 2  # until both routes are timed, every other launch takes the other one
-# A look this soon after the last one that missed its ticket times it (route_times). A poll loop looks
+# A look this soon after the last one that missed its ticket times it (RouteTimes). A poll loop looks
 # every 1-3 us; on a host with fewer cores than busy threads (a software device's workers, say) the look
 # that sees a finish often comes after the poller was descheduled, so the bound is loose: the pause
 # delays both routes alike.
@@ -66,6 +69,40 @@ _WORD = 0xFFFFFFFF  # the word holds a ticket modulo 2^32 (unambiguous: see _sho
 _MARK_AT_LEAST = 1 << 25
 _SLOT0 = 16  # the slots' first 32-bit index in the mark allocation: the word has 64 bytes to itself
 _NS = 1_000_000_000
+WINDOW = 15  # the latest times of each route that count (odd: a median is one of them)
+DECIDE_EVERY = 8  # times added between two decisions, so a launch pays for a sort only now and then
+
+
+class RouteTimes:
+    """The latest submit -> seen times of marked and of unmarked launches, in seconds."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        self.window = window
+        self.times: tuple[deque[float], deque[float]] = (deque(maxlen=window), deque(maxlen=window))
+        self.added = 0
+
+    def add(self, marked: bool, seconds: float) -> bool:
+        """Record one launch's time; whether a decision is due."""
+        self.times[marked].append(seconds)
+        self.added += 1
+        return self.added % DECIDE_EVERY == 0
+
+    def known(self) -> bool:
+        """Both routes have a full window of times."""
+        return all(len(t) == self.window for t in self.times)
+
+    def median(self, marked: bool) -> float | None:
+        times = sorted(self.times[marked])
+        return times[len(times) // 2] if times else None
+
+    def marked_is_faster(self) -> bool | None:
+        """Whether marked launches were seen finished sooner (median against median); None until both
+        routes are known. A tie keeps launches unmarked: the mark is device work."""
+        if not self.known():
+            return None
+        marked, plain = self.median(True), self.median(False)
+        assert marked is not None and plain is not None
+        return marked < plain
 
 
 class Launcher:
@@ -107,15 +144,15 @@ class Launcher:
         try:
             info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=device.queue_family)
             self.command_pool = binding.call(vk.vkCreateCommandPool, dev, info, None, what="vkCreateCommandPool")
-            recording = program.direct.record_apart(ranges, self.command_pool) if program.direct else None
-            if recording is not None:
-                self.descriptor_pools.append(recording.descriptor_pool)
+            replay = program.direct.record_apart(ranges, self.command_pool) if program.direct else None
+            if replay is not None:
+                self.descriptor_pools.append(replay.descriptor_pool)
                 assert program.direct is not None
                 bare = program.direct.record_apart(ranges, self.command_pool, leading_barrier=False)
                 assert bare is not None  # the same ranges as the recording above
                 self.descriptor_pools.append(bare.descriptor_pool)
                 self.route = "direct"
-                buffers, bare_buffers = [recording.cb], [bare.cb]
+                buffers, bare_buffers = [replay.cb], [bare.cb]
             else:
                 alloc = vk.VkCommandBufferAllocateInfo(
                     commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=2
@@ -149,9 +186,9 @@ class Launcher:
         # Submit infos per route: [0] with the recording's first barrier, [1] without it (for the copying
         # route, whose copy-in begins with its own barrier, both are the same).
         self.infos = [
-            [self._signalling(commands.submit_info(vk, [*b, cb])) for cb in marks] for b in (buffers, bare_buffers)
+            [self._signalling(recording.submit_info(vk, [*b, cb])) for cb in marks] for b in (buffers, bare_buffers)
         ]
-        self.plain = [self._signalling(commands.submit_info(vk, b)) for b in (buffers, bare_buffers)]
+        self.plain = [self._signalling(recording.submit_info(vk, b)) for b in (buffers, bare_buffers)]
         # What the queue's tail is after one of these launches: a direct recording's last barrier, then at
         # most the mark's copy (which touches the launcher's own word only) ...
         self.orders_tail = self.route == "direct"
@@ -403,12 +440,12 @@ class Launcher:
         marks = binding.call(vk.vkAllocateCommandBuffers, self.device.handle, alloc, what="vkAllocateCommandBuffers")
         copy, write = vk.VK_PIPELINE_STAGE_2_COPY_BIT, vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
         for slot, cb in enumerate(marks):
-            commands.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
+            recording.begin(vk, cb, vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
             if last_barrier:
-                commands.global_barrier(vk, cb, copy, write, copy, write)
-            commands.copy(vk, cb, self.mark.buffer, 4 * (_SLOT0 + slot), self.mark.buffer, 0, 4)
-            commands.global_barrier(vk, cb, copy, write, vk.VK_PIPELINE_STAGE_2_HOST_BIT, vk.VK_ACCESS_2_HOST_READ_BIT)
-            commands.end(vk, cb)
+                recording.global_barrier(vk, cb, copy, write, copy, write)
+            recording.copy(vk, cb, self.mark.buffer, 4 * (_SLOT0 + slot), self.mark.buffer, 0, 4)
+            recording.global_barrier(vk, cb, copy, write, vk.VK_PIPELINE_STAGE_2_HOST_BIT, vk.VK_ACCESS_2_HOST_READ_BIT)
+            recording.end(vk, cb)
         return list(marks)
 
     def _free(self) -> None:
@@ -431,4 +468,4 @@ class Launcher:
         self.descriptor_pools = []
 
 
-__all__ = ["IN_FLIGHT", "Launcher"]
+__all__ = ["DECIDE_EVERY", "IN_FLIGHT", "WINDOW", "Launcher", "RouteTimes"]

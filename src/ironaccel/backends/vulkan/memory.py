@@ -33,7 +33,7 @@ from typing import Any
 
 from ...core.errors import ResourceLimit, Unsupported
 from ...runtime.types import MemoryDomain
-from . import binding, commands
+from . import binding, recording
 from .device import Device, MemoryType
 
 DEVICE_LOCAL = 0x1
@@ -225,14 +225,14 @@ class Stager:
         )
         self.cb = binding.call(vk.vkAllocateCommandBuffers, dev, alloc, what="vkAllocateCommandBuffers")[0]
         self.fence = binding.call(vk.vkCreateFence, dev, vk.VkFenceCreateInfo(), None, what="vkCreateFence")
-        self.submit_info = commands.submit_info(vk, [self.cb])
+        self.submit_info = recording.submit_info(vk, [self.cb])
 
     def _copy(self, src: Any, src_offset: int, dst: Any, dst_offset: int, size: int) -> None:
         vk, lib, dev = self.vk, self.vk.lib, self.device.handle
         binding.check(lib.vkResetCommandBuffer(self.cb, 0), "vkResetCommandBuffer")
-        commands.begin(vk, self.cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        recording.begin(vk, self.cb, vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
         # Earlier device work on either buffer comes first; the copy's result is for the host.
-        commands.global_barrier(
+        recording.global_barrier(
             vk,
             self.cb,
             vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT,
@@ -240,8 +240,8 @@ class Stager:
             vk.VK_PIPELINE_STAGE_2_COPY_BIT,
             vk.VK_ACCESS_2_TRANSFER_READ_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT,
         )
-        commands.copy(vk, self.cb, src, src_offset, dst, dst_offset, size)
-        commands.global_barrier(
+        recording.copy(vk, self.cb, src, src_offset, dst, dst_offset, size)
+        recording.global_barrier(
             vk,
             self.cb,
             vk.VK_PIPELINE_STAGE_2_COPY_BIT,
@@ -249,7 +249,7 @@ class Stager:
             vk.VK_PIPELINE_STAGE_2_HOST_BIT,
             vk.VK_ACCESS_2_HOST_READ_BIT,
         )
-        commands.end(vk, self.cb)
+        recording.end(vk, self.cb)
         code = self.device.submit(self.submit_info, self.fence)
         binding.check(code, "vkQueueSubmit2 (staging)")
         fences = vk.ffi.new("VkFence[1]", [self.fence])

@@ -211,9 +211,7 @@ def build(
     more than ``max_loop_iterations`` times in one invocation (a driver's cap). ``max_shared_memory``
     (bytes per workgroup) and ``matrix_tiles`` (cooperative-matrix configurations) pick kernels."""
     alignment = max(ARENA_ALIGNMENT, min_offset_alignment)
-    plan = _Planner(
-        program, alignment, max_groups, max_loop_iterations, max_shared_memory, matrix_tiles
-    ).run()
+    plan = _Planner(program, alignment, max_groups, max_loop_iterations, max_shared_memory, matrix_tiles).run()
     if max_buffer_bytes is not None:
         for what, size in (("intermediates, inputs and outputs", plan.arena_bytes), ("constants", plan.const_bytes)):
             if size > max_buffer_bytes:

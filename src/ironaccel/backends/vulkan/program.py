@@ -46,7 +46,7 @@ class LoadedProgram:
             pipelines = [kernels.pipeline(d.shader, d.spec, len(d.bindings)) for d in dispatches]
             sets = self._descriptor_sets(dispatches, pipelines)
             self._record(pipelines, sets)
-            self.direct = DirectRecordings(self)
+            self.direct = DirectRecordings(self.device, plan, pipelines, self.resolve)
         except BaseException:
             self.destroy()
             raise
@@ -55,7 +55,6 @@ class LoadedProgram:
             + (self.const.allocation_bytes if self.const else 0)
             + _STEP_OVERHEAD * len(plan.steps)
         )
-
 
     def buffer(self, place: Place) -> Any:
         """The VkBuffer a place is in."""

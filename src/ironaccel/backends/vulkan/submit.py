@@ -35,7 +35,7 @@ from typing import Any
 from ...core.errors import Busy, InternalError
 from ...runtime.accelerator import BoundRange
 from ...runtime.event import EventCore
-from . import binding, commands
+from . import binding, recording
 from .device import Device
 from .direct import Recording
 from .program import LoadedProgram
@@ -94,12 +94,12 @@ class Ring:
             slot = self._free_slot()
             if slot is None:
                 raise Busy(f"all {len(self.slots)} submission slots of this queue are in flight")
-            recording = program.direct.lookup(ranges) if program.direct is not None else None
-            if recording is None:
+            replay = program.direct.lookup(ranges) if program.direct is not None else None
+            if replay is None:
                 self._record(slot, program, ranges)
-                info = commands.submit_info(self.vk, [slot.copy_in, program.cb, slot.copy_out])
+                info = recording.submit_info(self.vk, [slot.copy_in, program.cb, slot.copy_out])
             else:
-                info = recording.submit_info
+                info = replay.submit_info
             if not event.try_start():
                 return  # the event is already terminal (cancelled, or failed on its deadline)
             vk, dev = self.vk, self.device.handle
@@ -113,9 +113,9 @@ class Ring:
                 raise binding.result_error(code, "vkQueueSubmit2")
             slot.event = event
             self.in_flight[event] = slot
-            if recording is not None:
-                recording.in_flight += 1
-                slot.recording = recording
+            if replay is not None:
+                replay.in_flight += 1
+                slot.recording = replay
 
     def full(self) -> bool:
         with self.lock:
@@ -216,10 +216,10 @@ def record_copies(
     n_in = len(program.plan.inputs)
     everything = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
     copy = vk.VK_PIPELINE_STAGE_2_COPY_BIT
-    commands.begin(vk, copy_in, usage)
+    recording.begin(vk, copy_in, usage)
     # Whatever ran before on the queue (another submission of this program reading its arena, a
     # kernel writing a buffer bound here) happens-before this submission.
-    commands.global_barrier(
+    recording.global_barrier(
         vk,
         copy_in,
         everything,
@@ -230,15 +230,15 @@ def record_copies(
     for r in ranges:
         if r.slot < n_in and r.length:
             place = program.plan.inputs[r.slot]
-            commands.copy(vk, copy_in, r.native.buffer, r.offset, program.buffer(place), place.offset, r.length)
-    commands.end(vk, copy_in)
-    commands.begin(vk, copy_out, usage)
+            recording.copy(vk, copy_in, r.native.buffer, r.offset, program.buffer(place), place.offset, r.length)
+    recording.end(vk, copy_in)
+    recording.begin(vk, copy_out, usage)
     for r in ranges:
         if r.slot >= n_in and r.length:
             place = program.plan.outputs[r.slot - n_in]
-            commands.copy(vk, copy_out, program.buffer(place), place.offset, r.native.buffer, r.offset, r.length)
+            recording.copy(vk, copy_out, program.buffer(place), place.offset, r.native.buffer, r.offset, r.length)
     # Device writes made available to the host, for read_buffer after the fence.
-    commands.global_barrier(
+    recording.global_barrier(
         vk,
         copy_out,
         copy,
@@ -246,4 +246,4 @@ def record_copies(
         vk.VK_PIPELINE_STAGE_2_HOST_BIT,
         vk.VK_ACCESS_2_HOST_READ_BIT,
     )
-    commands.end(vk, copy_out)
+    recording.end(vk, copy_out)
