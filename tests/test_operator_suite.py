@@ -106,7 +106,9 @@ def _advertised(descriptor) -> list[tuple[Op, Signature]]:
 
 def _collect() -> tuple[list, list[str]]:
     """The parameters of the suite, and the devices that advertise no operator. Each device is opened
-    once to read its descriptor and closed again: the tests open their own."""
+    to read its descriptor and closed again, so that no device stays open for the rest of the session's
+    modules; the tests share one per module (:func:`devices`). The slow part of opening Vulkan, the
+    process's instance, is made once: a second open takes milliseconds."""
     params, silent = [], []
     for name in DEVICES:
         device = _open(name)
