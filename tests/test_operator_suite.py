@@ -37,12 +37,7 @@ DEVICES = ("cpu", "vulkan", "null")
 
 # Advertised pairs that do not run as the reference does: (device, operator, signature id) -> what is
 # wrong. Each is a strict xfail, so it stays visible and the entry goes once the device is fixed.
-KNOWN_FAULTS: dict[tuple[str, str, str], str] = {
-    ("vulkan", "ARGMAX", "in_t=int32,out_t=int32"): "advertised, but TOSA 1.0 has no int32 ARGMAX: the"
-    " validator refuses every program with it",
-    ("vulkan", "CLAMP", "in_out_t=int32"): "advertised, but TOSA 1.0 has no int32 CLAMP: the validator refuses"
-    " every program with it",
-}
+KNOWN_FAULTS: dict[tuple[str, str, str], str] = {}
 
 # Float comparison, per kind of case and result type: (rtol, atol) for numpy's isclose. Integers and bool
 # are always compared exactly, and NaN positions must match for every kind.

@@ -185,6 +185,20 @@ def test_a_registrations_constraints_guard_its_own_signatures_only():
     assert _negate("fp32", (None, 0)) == "zero zero-points for float operands"
 
 
+def test_every_advertised_signature_is_one_the_specification_defines():
+    """A signature TOSA 1.0 lacks could never load (the validator refuses it first): advertising one is a
+    registration's mistake."""
+    desc = capability.descriptor(LIMITS)
+    foreign = []
+    for op in desc.operators:
+        spec = spec_of(op)
+        defined = {tuple(sorted((v, dt) for v, dt in t.types.items())) for t in spec.typesupport} if spec else set()
+        foreign += [
+            f"{op.name}({_signature(sig)})" for sig in desc.signatures(op) if tuple(sorted(sig.types)) not in defined
+        ]
+    assert foreign == []
+
+
 def test_the_cpu_kernel_table_loads_every_group_tosa_defines():
     from ironaccel.backends.cpu.kernel import kernel_for
 

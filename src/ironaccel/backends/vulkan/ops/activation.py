@@ -1,5 +1,5 @@
 """CLAMP, TANH, SIGMOID, ERF: the fp32 ``unary.comp`` kernel of the unary group (fp16 and bf16 between
-conversions); CLAMP of int8 / int16 / int32 on ``int_unary.comp``.
+conversions); CLAMP of int8 / int16 on ``int_unary.comp``.
 
 CLAMP's bounds travel as push constants (the attribute's little-endian bytes of the input type: fp32
 reinterpreted, an fp16 or bf16 operator's two-byte bounds widened exactly, integers sign-extended), its
@@ -33,7 +33,7 @@ def clamp(ctx: LoweringContext) -> list[Step]:
     return unary_steps(ctx, _bound(attr.min_val, dtype), _bound(attr.max_val, dtype), nan_mode(ctx))
 
 
-@lowering(Op.CLAMP, signatures=in_out("int8", "int16", "int32"))
+@lowering(Op.CLAMP, signatures=in_out("int8", "int16"))
 def clamp_integer(ctx: LoweringContext) -> list[Step]:
     attr, dtype = ctx.operator.attribute, ctx.inputs[0].dtype
     return int_unary_steps(ctx, integer_bound(attr.min_val, dtype), integer_bound(attr.max_val, dtype))

@@ -12,7 +12,7 @@ against fp64); MAX, MIN and ARGMAX are exact, follow the NaN mode and keep the f
 Where the driver caps loop iterations per invocation (lavapipe: 65535, see ``device.Limits``), an axis
 too long even for the split form is refused at load rather than cut short.
 
-The integer forms (REDUCE_SUM of int32, REDUCE_MAX / MIN and ARGMAX of int8 / int16 / int32) take one
+The integer forms (REDUCE_SUM of int32, REDUCE_MAX / MIN of int8 / int16 / int32, ARGMAX of int8 / int16) take one
 invocation per output word, walking the axis in order. Sums are int32 with wrap-around: TOSA REQUIREs
 the int32 accumulator not to overflow, and the low 32 bits of a sum do not depend on its order, so
 results are the CPU backend's exact sums narrowed to int32, bit for bit.

@@ -197,7 +197,7 @@ def argmax(ctx: LoweringContext) -> list[Step]:
     return reduce(ctx)
 
 
-@lowering(Op.ARGMAX, signatures=_argmax("int8", "int16", "int32"))
+@lowering(Op.ARGMAX, signatures=_argmax("int8", "int16"))
 def argmax_integer(ctx: LoweringContext) -> list[Step]:
     return reduce_integer(ctx)
 
