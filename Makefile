@@ -101,21 +101,21 @@ cts-bundle: venv tosa-tools
 # make fuzz-tosa - fuzz the .tosa reader with IRONACCEL_FUZZ_EXAMPLES inputs (default 200000; minutes)
 .PHONY: fuzz-tosa
 fuzz-tosa: venv
-	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -s -m slow tests/test_tosa_fuzz.py
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-200000} $(PY) -m pytest -q -s -m slow tests/tosa/test_tosa_fuzz.py
 
 # make fuzz-virtio - fuzz the virtio-accel frame decoders, the chain walker and ring indices, hostile guest sessions
 # against the device engine and over the daemon's socket (IRONACCEL_FUZZ_EXAMPLES inputs per target, default 10^6;
 # the socket sessions stop after IRONACCEL_FUZZ_SECONDS, default 600)
 .PHONY: fuzz-virtio
 fuzz-virtio: venv
-	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-1000000} $(PY) -m pytest -q -s -m slow tests/test_virtio_wire_fuzz.py \
-		tests/test_virtio_engine_fuzz.py tests/test_virtio_ring_fuzz.py tests/test_virtio_session_fuzz.py
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-1000000} $(PY) -m pytest -q -s -m slow tests/virtio/test_virtio_wire_fuzz.py \
+		tests/virtio/test_virtio_engine_fuzz.py tests/virtio/test_virtio_ring_fuzz.py tests/virtio/test_virtio_session_fuzz.py
 
 # make fuzz-programs - valid hostile programs (nested control flow, endless loops, gigabyte TILEs) through a
 # daemon with tight quotas: IRONACCEL_FUZZ_EXAMPLES guests (default 50000, about 10^5 programs; hours)
 .PHONY: fuzz-programs
 fuzz-programs: venv
-	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-50000} $(PY) -m pytest -q -s tests/test_virtio_program_fuzz.py
+	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-50000} $(PY) -m pytest -q -s tests/virtio/test_virtio_program_fuzz.py
 
 # make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
 .PHONY: models

@@ -7,7 +7,7 @@
 // equally fine (polynomials): Vulkan lets fma round twice, and lavapipe does. Exact products come from
 // Veltkamp splitting instead (ia_two_prod). `precise` forbids contraction and reassociation where an
 // error-free transformation depends on the exact operation order. Measured errors against the CPU
-// oracle are in tests/test_vulkan_ops.py. Subnormal results may be flushed by the device.
+// oracle are in tests/backends/vulkan/test_vulkan_ops.py. Subnormal results may be flushed by the device.
 
 const float LN2_HI = 6.931457520e-01;  // 0x3F317200: ln 2 to 15 significant bits, so k * LN2_HI is exact
 const float LN2_LO = 1.428606765e-06;  // ln 2 - LN2_HI
