@@ -9,7 +9,7 @@ Measured (see benchmarks/README.md, "virtio-accel"):
    virtio path on top of the local call (target <= 25 us), and one bare command (GET_DEVICE_INFO);
 2. bulk WRITE_BUFFER / READ_BUFFER of 16 and 64 MiB through shared memory against a local numpy copy
    of the same size (target >= 0.8x the copy's bandwidth): from and into ordinary arrays (two copies
-   each way, overlapped in pieces), and from and into arrays in the guest's memory (``Device.empty``;
+   each way, overlapped in pieces), and from and into arrays in the guest's memory (``Device.host_empty``;
    the device reads and writes them in place: one copy);
 3. the bundled programs end to end: per-call latency, and throughput with several submissions in
    flight (``exe.submit`` x depth, then waits), virtio against local (target >= 0.9x local throughput).
@@ -143,9 +143,9 @@ def bench_transfers(remote: Any, seconds: float, pieces_mib: list[float] | None 
                 np.testing.assert_array_equal(dst, src)
                 label = f", {piece:g} MiB pieces" if pieces_mib else ""
                 measured += [(f"WRITE_BUFFER {mib} MiB{label}", wr), (f"READ_BUFFER {mib} MiB{label}", rd)]
-            # The same from and into arrays in the guest's own memory (Device.empty): the device reads and
+            # The same from and into arrays in the guest's own memory (Device.host_empty): the device reads and
             # writes them in place, as a VM's device does its guest's pages; one copy each way.
-            gsrc, gdst = remote.empty((size,), np.uint8), remote.empty((size,), np.uint8)
+            gsrc, gdst = remote.host_empty((size,), np.uint8), remote.host_empty((size,), np.uint8)
             gsrc[:] = src
             wr, _ = timed(lambda buf=buf, src=gsrc: acc.write_buffer(buf, 0, src), seconds, 5)
             rd, _ = timed(lambda buf=buf, dst=gdst, n=size: acc.read_buffer(buf, 0, n, out=dst), seconds, 5)

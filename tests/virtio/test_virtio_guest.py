@@ -194,9 +194,9 @@ def test_transfers_from_and_into_guest_memory_are_served_in_place_and_come_back_
 def test_programs_run_on_guest_memory_arrays_give_local_outputs(host):
     with ia.open(f"virtio:{host.path}") as dev:
         x = _input("cnn_fp32")
-        xs = dev.empty(x.shape, x.dtype)
+        xs = dev.host_empty(x.shape, x.dtype)
         xs[...] = x
-        out = dev.empty(dev.compile(MODELS / "cnn_fp32.tosa").outputs[0].shape, np.float32)
+        out = dev.host_empty(dev.compile(MODELS / "cnn_fp32.tosa").outputs[0].shape, np.float32)
         exe = dev.compile(MODELS / "cnn_fp32.tosa")
         (y,) = exe(xs, out=out)
         assert y is out

@@ -20,6 +20,7 @@ from ..tosa.target import Target
 from ..tosa.working_set import NO_BOUND
 from . import reclaim
 from .accelerator import Accelerator
+from .device_array import DeviceArray, storage_dtype
 from .executable import Executable
 from .handles import Context, Queue
 from .holdings import DeviceHoldings
@@ -33,8 +34,9 @@ class Device:
     Thread safety: ``compile`` and the executables it returns may be used from any threads at once;
     ``close`` only after the other threads are done with the device.
 
-    Lifetime: ``close()`` (or leaving a ``with`` block) closes its executables and releases the context
-    and queue; a Device dropped without it does the same once it and its executables are collected."""
+    Lifetime: ``close()`` (or leaving a ``with`` block) closes its executables, frees its DeviceArrays and
+    releases the context and queue; a Device dropped without it does the same once it, its executables
+    and its arrays are collected."""
 
     def __init__(self, accelerator: Accelerator, name: str, why: str = "") -> None:
         self.accelerator = accelerator
@@ -54,7 +56,26 @@ class Device:
     def __repr__(self) -> str:
         return f"<Device {self.name}: {self.info.name}>"
 
-    def empty(self, shape: Sequence[int], dtype: Any) -> np.ndarray:
+    def array(self, source: Any, dtype: Any = None) -> DeviceArray:
+        """``source`` (a numpy array, anything ``np.asarray`` takes, or a DLPack array) copied onto the
+        device once, as a :class:`DeviceArray` that calls bind in place; ``dtype`` converts it first."""
+        if hasattr(source, "__dlpack__") and not isinstance(source, np.ndarray | DeviceArray):
+            source = np.from_dlpack(source)
+        arr = np.asarray(source, dtype=None if dtype is None else storage_dtype(dtype))
+        made = DeviceArray(self, arr.shape, arr.dtype)
+        try:
+            made.write(arr)
+        except BaseException:
+            made.close()
+            raise
+        return made
+
+    def empty(self, shape: Sequence[int], dtype: Any) -> DeviceArray:
+        """An uninitialised :class:`DeviceArray` (``dtype``: a numpy dtype or a ``tosa.DType``), to be
+        filled by a call's ``out=``."""
+        return DeviceArray(self, shape, dtype)
+
+    def host_empty(self, shape: Sequence[int], dtype: Any) -> np.ndarray:
         """An uninitialised array in the host memory this device moves data from and to fastest: inputs
         and ``out=`` arrays made here skip a copy where the backend can (``virtio:``: the guest memory the
         device reads and writes in place); elsewhere an ordinary numpy array."""
@@ -100,8 +121,8 @@ class Device:
         return exe
 
     def close(self) -> None:
-        """Close every executable, then release the context and queue. Idempotent. Work still running (of
-        a Run dropped unwaited) delays the release until it ends."""
+        """Close every executable and free every DeviceArray, then release the context and queue.
+        Idempotent. Work still running (of a Run dropped unwaited) delays the release until it ends."""
         reclaim.release(self._held.close)
 
     def __del__(self) -> None:

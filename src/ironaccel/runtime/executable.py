@@ -6,6 +6,11 @@ is ``submit(...).wait()``: the inputs are copied into a buffer set kept between 
 :class:`~.holdings.CallSet`), and the program is submitted on the device's queue, or launched where the
 backend prepares submissions natively (ADR 0016), or started as a direct run it finishes later
 (``Accelerator.start_direct``). Which of these a call takes is decided once, at construction.
+
+A call given a :class:`~.device_array.DeviceArray` goes through the queue with that array's buffer bound in
+its slot for this call alone, in place of the buffer set's (no write of it, and, for an output, no read
+back); with DeviceArray inputs and no ``out``, the outputs come back as new DeviceArrays, which a next call
+binds in turn, so a chain of calls keeps its tensors on the device.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError
 from . import reclaim
+from .device_array import DeviceArray
 from .event import EventState
 from .handles import Buffer, Event, Program
 from .holdings import CallSet, ExecutableHoldings
@@ -38,19 +44,29 @@ _IO_USAGE = (
 SMALL_OUTPUT_BYTES = 64 << 10  # outputs up to this size live in HOST memory where the device offers it
 
 
-def _as_array(value: Any, spec: TensorSpec, index: int) -> np.ndarray:
+def _as_array(value: Any, spec: TensorSpec, index: int) -> Any:
+    """``value`` as a C-contiguous numpy array of ``spec``, or the DeviceArray it is (its device is checked
+    where it is bound)."""
     if type(value) is np.ndarray:  # the common case first: small programs run in tens of microseconds
         arr = value
     else:
+        if isinstance(value, DeviceArray):
+            if value.dtype != spec.numpy_dtype or value.shape != spec.shape:
+                _refuse(value, spec, index)
+            return value
         if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
             value = np.from_dlpack(value)
         arr = np.asarray(value) if isinstance(value, np.ndarray) else np.asarray(value, dtype=spec.numpy_dtype)
-    if arr.dtype != spec.numpy_dtype:
-        raise InvalidArgument(f"input {index} ({spec}): expected {spec.numpy_dtype}, got {arr.dtype}")
-    if arr.shape != spec.shape:
-        raise InvalidArgument(f"input {index} ({spec}): expected shape {spec.shape}, got {arr.shape}")
+    if arr.dtype != spec.numpy_dtype or arr.shape != spec.shape:
+        _refuse(arr, spec, index)
     # np.ascontiguousarray would make a rank-0 array rank 1
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
+def _refuse(arr: Any, spec: TensorSpec, index: int) -> None:
+    if arr.dtype != spec.numpy_dtype:
+        raise InvalidArgument(f"input {index} ({spec}): expected {spec.numpy_dtype}, got {arr.dtype}")
+    raise InvalidArgument(f"input {index} ({spec}): expected shape {spec.shape}, got {arr.shape}")
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
@@ -96,19 +112,23 @@ class Executable:
         state = "" if self._held.open else " closed"
         return f"<Executable on {self.device.name}{state}: ({ins}) -> ({outs})>"
 
-    def __call__(self, *arrays: Any, out: Any = None, **named: Any) -> list[np.ndarray]:
+    def __call__(self, *arrays: Any, out: Any = None, **named: Any) -> list[Any]:
         """Run the program and return its outputs in order. Inputs by position, ``exe(a, b)``; by name,
         ``exe(x=a, y=b)``; or as one mapping, ``exe({"x": a, "y": b})`` (for names that are not Python
-        identifiers, or an input called ``out``). ``out``: arrays to write the outputs into."""
+        identifiers, or an input called ``out``). ``out``: arrays (numpy or DeviceArrays) to write the
+        outputs into. Outputs are numpy arrays, or new DeviceArrays when an input is one and ``out`` is
+        not given."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        if not self._direct:
+        if not self._direct or DeviceArray in map(type, arrays):
             return self.submit(*arrays, out=out).wait()
         values = self._values(arrays)
         if out is None:
             targets = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.outputs]
         else:
             targets = self._targets(out)
+            if DeviceArray in map(type, targets):
+                return self.submit(*arrays, out=out).wait()
             others = [*values, *targets]
             if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
                 return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
@@ -117,21 +137,22 @@ class Executable:
 
     def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None, **named: Any) -> Run:
         """Start a call (inputs as for a call). ``out``: arrays to receive the outputs (one array, or one
-        per output, each of the output's shape and storage dtype, writable and C-contiguous); otherwise new
-        arrays are made."""
+        per output, each of the output's shape and storage dtype: numpy arrays writable and C-contiguous,
+        or DeviceArrays of this device); otherwise new arrays are made (DeviceArrays when an input is one)."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
         values = self._values(arrays)
         targets = self._targets(out)
+        if DeviceArray in map(type, values) or (targets is not None and DeviceArray in map(type, targets)):
+            return self._submit_resident(values, targets, timeout)
         held = self._held
-        acc, ctx = held.acc, self.device.context
+        acc = held.acc
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
             return Run(self, None, None, targets, acc.start_direct(self.program, values))
         calls = held.take() or CallSet([])
         try:
             if not calls.buffers:
-                for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
-                    calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
+                self._allocate(calls)
             for buf, value in zip(calls.buffers, values, strict=False):
                 acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8) if value.size else b"")
             if self._launches and timeout is None:
@@ -144,6 +165,53 @@ class Executable:
             held.discard(calls)
             raise
         return Run(self, event, calls, targets)
+
+    def _allocate(self, calls: CallSet) -> None:
+        acc, ctx = self._held.acc, self.device.context
+        for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
+            calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
+
+    def _submit_resident(self, values: list[Any], targets: list[Any] | None, timeout: float | None) -> Run:
+        """A call binding DeviceArrays in place: through the queue, on a buffer set whose slots the arrays
+        take for this call alone (a prepared submission binds the set's own buffers, so none is used)."""
+        for i, value in enumerate(values):
+            if type(value) is DeviceArray:
+                self._own(value, f"input {i}")
+        if targets is None:  # device in, device out
+            targets = [DeviceArray(self.device, spec.shape, spec.numpy_dtype) for spec in self.outputs]
+        for i, target in enumerate(targets):
+            if type(target) is DeviceArray and any(target is other for other in (*values, *targets[:i])):
+                raise InvalidArgument(
+                    f"out[{i}] ({target!r}) is also an input or another output of the call: the device would"
+                    " write it while the program uses it; give a DeviceArray of its own"
+                )
+        held = self._held
+        acc = held.acc
+        calls = held.take() or CallSet([])
+        try:
+            if not calls.buffers:
+                self._allocate(calls)
+            bound = list(calls.buffers)
+            for slot, value in enumerate((*values, *targets)):
+                if type(value) is DeviceArray:
+                    bound[slot] = value.buffer
+                elif slot < len(values) and value.size:
+                    acc.write_buffer(bound[slot], 0, value.reshape(-1).view(np.uint8))
+            event = acc.submit(self.device.queue, self.program, self._bindings(bound), timeout=timeout)
+        except BaseException:
+            held.discard(calls)
+            raise
+        return Run(self, event, calls, targets, resident=[v for v in values if type(v) is DeviceArray])
+
+    def _own(self, array: DeviceArray, what: str) -> None:
+        """Refuse a DeviceArray this executable cannot bind: one of another device, or one closed."""
+        if array.device is not self.device:
+            raise InvalidArgument(
+                f"{what} is a DeviceArray of {array.device!r}, but this executable runs on {self.device!r}:"
+                " copy it across with this device's array(x.numpy())"
+            )
+        if array.closed:
+            raise InvalidArgument(f"{what}: {array!r} was closed")
 
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """onnxruntime's form: the outputs named in ``output_names`` (None: all, in order), for inputs
@@ -175,7 +243,7 @@ class Executable:
             raise InvalidArgument(f"input {', '.join(map(repr, missing))} not given")
         return [feeds[s.name] for s in self.inputs]
 
-    def _values(self, arrays: Sequence[Any]) -> list[np.ndarray]:
+    def _values(self, arrays: Sequence[Any]) -> list[Any]:
         if len(arrays) != len(self.inputs):
             names = ", ".join(repr(s.name) for s in self.inputs)
             raise InvalidArgument(f"program takes {len(self.inputs)} input(s) ({names}), got {len(arrays)}")
@@ -185,15 +253,23 @@ class Executable:
         specs = (*self.inputs, *self.outputs)
         return [Binding(slot, buf, 0, spec.nbytes) for slot, (buf, spec) in enumerate(zip(buffers, specs, strict=True))]
 
-    def _targets(self, out: Any) -> list[np.ndarray] | None:
+    def _targets(self, out: Any) -> list[Any] | None:
         if out is None:
             return None
-        if isinstance(out, np.ndarray):
+        if isinstance(out, (np.ndarray, DeviceArray)):
             out = [out]
         out = list(out)
         if len(out) != len(self.outputs):
             raise InvalidArgument(f"program has {len(self.outputs)} output(s), out= gives {len(out)}")
         for i, (array, spec) in enumerate(zip(out, self.outputs, strict=True)):
+            if type(array) is DeviceArray:
+                if array.dtype != spec.numpy_dtype or array.shape != spec.shape:
+                    raise InvalidArgument(
+                        f"out[{i}] must be a {spec.numpy_dtype} array of shape {spec.shape} ({spec}),"
+                        f" got {array.dtype}{array.shape}"
+                    )
+                self._own(array, f"out[{i}]")
+                continue
             ok = (
                 isinstance(array, np.ndarray)
                 and array.dtype == spec.numpy_dtype
@@ -214,8 +290,8 @@ class Executable:
         ticket: int | None,
         calls: CallSet,
         timeout: float | None,
-        out: list[np.ndarray] | None = None,
-    ) -> list[np.ndarray]:
+        out: list[Any] | None = None,
+    ) -> list[Any]:
         held = self._held
         acc = held.acc
         try:
@@ -233,7 +309,7 @@ class Executable:
             outs = []
             for i, (buf, spec) in enumerate(zip(calls.buffers[len(self.inputs) :], self.outputs, strict=True)):
                 value = out[i] if out is not None else np.empty(spec.shape, spec.numpy_dtype)
-                if spec.nbytes:  # one copy, straight into the array handed back
+                if spec.nbytes and type(value) is not DeviceArray:  # one copy, into the array handed back
                     acc.read_buffer(buf, 0, spec.nbytes, out=value.reshape(-1).view(np.uint8))
                 outs.append(value)
             return outs

@@ -2,8 +2,9 @@
 
 A :class:`~.device.Device` holds a context and a queue (:class:`DeviceHoldings`); each
 :class:`~.executable.Executable` holds a loaded program and the buffer sets kept for its calls
-(:class:`ExecutableHoldings`, each set a :class:`CallSet`). The release jobs of :mod:`.reclaim` refer to
-these holdings and never to the Device or Executable, so an object its user drops is collected first and
+(:class:`ExecutableHoldings`, each set a :class:`CallSet`); each :class:`~.device_array.DeviceArray` holds
+one buffer (:class:`ArrayHoldings`). The release jobs of :mod:`.reclaim` refer to
+these holdings and never to the Device, Executable or DeviceArray, so an object its user drops is collected first and
 what it held is released after (ADR 0026).
 
 Contract: ``close`` frees what is held and returns True, or returns False while work bound to it still
@@ -102,10 +103,38 @@ class ExecutableHoldings:
         return True
 
 
-class DeviceHoldings:
-    """What a Device holds on its accelerator: a context, a queue, and its executables' holdings."""
+class ArrayHoldings:
+    """What one DeviceArray holds: its buffer (None once freed)."""
 
-    __slots__ = ("acc", "closed", "context", "executables", "lock", "queue")
+    __slots__ = ("acc", "buffer", "device")
+
+    def __init__(self, device: DeviceHoldings, buffer: Buffer) -> None:
+        self.acc = device.acc
+        self.device = device
+        self.buffer: Buffer | None = buffer
+
+    def close(self) -> bool:
+        """Free the buffer; False while work bound to it still runs (the free is tried again later)."""
+        with self.device.lock:  # one free of the buffer, whichever of close, collection or the device's close comes
+            buffer = self.buffer
+            if buffer is None:
+                return True
+            try:
+                self.acc.free_buffer(buffer)
+            except ReleaseRejected:
+                return False
+            except IronAccelError as exc:  # the device is gone: nothing of it is left to release
+                log.debug("freeing %r: %s", buffer, exc)
+            self.buffer = None
+            self.device.arrays.discard(self)
+        return True
+
+
+class DeviceHoldings:
+    """What a Device holds on its accelerator: a context, a queue, and its executables' and arrays'
+    holdings."""
+
+    __slots__ = ("acc", "arrays", "closed", "context", "executables", "lock", "queue")
 
     def __init__(self, acc: Accelerator) -> None:
         self.acc = acc
@@ -116,7 +145,9 @@ class DeviceHoldings:
             acc.destroy_context(self.context)
             raise
         self.executables: set[ExecutableHoldings] = set()
-        self.lock = threading.Lock()
+        self.arrays: set[ArrayHoldings] = set()
+        # Reentrant: an array's close takes it, and the device's close calls that close while holding it.
+        self.lock = threading.RLock()
         self.closed = False
 
     def add(self, held: ExecutableHoldings) -> None:
@@ -129,12 +160,28 @@ class DeviceHoldings:
         with self.lock:
             self.executables.discard(held)
 
+    def hold(self, buffer: Buffer) -> ArrayHoldings:
+        """The holdings of a new array on ``buffer``, closed with the device; the buffer is freed here
+        when the device was closed meanwhile."""
+        held = ArrayHoldings(self, buffer)
+        with self.lock:
+            if not self.closed:
+                self.arrays.add(held)
+                return held
+        held.close()
+        raise InvalidArgument("the device was closed")
+
     def close(self) -> bool:
-        """Close every executable, then the queue and the context; False while work still runs."""
+        """Close every executable and free every array, then the queue and the context; False while work
+        still runs."""
         with self.lock:
             self.closed = True
             executables = list(self.executables)
         if not all([held.close() for held in executables]):
+            return False
+        with self.lock:
+            arrays = list(self.arrays)
+        if not all([held.close() for held in arrays]):
             return False
         acc = self.acc
         try:

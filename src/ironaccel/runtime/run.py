@@ -4,11 +4,13 @@ A Run is one of three kinds, by how its call was started: a queue submission (an
 a launch of a prepared submission (a ticket on the buffer set's prepared submission), or a direct run the
 backend started and finishes later (``Accelerator.start_direct``). ``wait`` reads the outputs once and
 then holds them; ``close`` (or dropping the Run) gives back what the call holds without reading them.
+A call binding DeviceArrays is a queue submission whose Run keeps its input arrays until ``wait``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +67,8 @@ class _RunRelease:
 
 
 class Run:
-    """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given).
+    """A submitted call: ``done``, ``wait(timeout) -> outputs`` (the caller's ``out`` arrays, when given;
+    DeviceArrays where the call made its outputs on the device).
 
     Not thread-safe: use a Run from one thread at a time (its first ``wait`` releases the event and
     buffers). Other Runs of the same Executable may be waited on from other threads meanwhile.
@@ -78,9 +81,10 @@ class Run:
         exe: Executable,
         event: Event | None,
         calls: CallSet | None,
-        out: list[np.ndarray] | None,
+        out: list[Any] | None,
         started: DirectRun | None = None,
         ticket: int | None = None,
+        resident: Sequence[Any] = (),
     ) -> None:
         self._exe = exe
         self._held = exe._held
@@ -89,7 +93,10 @@ class Run:
         self._out = out
         self._started = started
         self._ticket = ticket
-        self._outputs: list[np.ndarray] | None = None
+        # The DeviceArrays the call reads: kept from collection while it may run (their buffers are pinned
+        # then anyway, so a free would only be retried until it ends).
+        self._resident = resident
+        self._outputs: list[Any] | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -112,7 +119,7 @@ class Run:
         assert self.event is not None
         return acc.poll_event(self.event).terminal
 
-    def wait(self, timeout: float | None = None) -> list[np.ndarray]:
+    def wait(self, timeout: float | None = None) -> list[Any]:
         if self._outputs is None:
             if self._closed:
                 raise InvalidArgument(f"{self!r}: the run was closed before its outputs were read")
@@ -125,6 +132,7 @@ class Run:
             else:
                 assert self._calls is not None
                 self._outputs = self._exe._finish(self.event, self._ticket, self._calls, timeout, self._out)
+                self._resident = ()
         return self._outputs
 
     def close(self) -> None:

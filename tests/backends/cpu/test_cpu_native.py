@@ -672,11 +672,11 @@ def test_run_direct_is_offered_only_for_programs_without_state_and_checks_its_ar
 
         exe = dev.compile(_sine_program())
         x, out = np.ones(4, np.float32), np.empty(4, np.float32)
-        # Runs finish on this thread here: nothing is started to finish later, and Device.empty is numpy's.
+        # Runs finish on this thread here: nothing is started to finish later, and Device.host_empty is numpy's.
         assert not acc.starts_direct(exe.program)
         with pytest.raises(Unsupported, match="cannot start a direct run"):
             acc.start_direct(exe.program, [x])
-        made = dev.empty((2, 3), np.int8)
+        made = dev.host_empty((2, 3), np.int8)
         assert type(made) is np.ndarray and made.shape == (2, 3) and made.dtype == np.int8
         acc.run_direct(exe.program, [x], [out])
         np.testing.assert_allclose(out, np.sin(x), rtol=1e-6)

@@ -1,0 +1,166 @@
+"""A tensor that stays on its device (:class:`DeviceArray`): made by ``Device.array`` or ``Device.empty``, or
+handed back by a call whose inputs were DeviceArrays, and bound in place by the calls it is given to.
+
+Each array is one buffer of the device's context, in the device's own memory where it has some (DEVICE),
+else in the domain the accelerator offers (SHARED, then HOST); its bytes cross to the host only when asked
+(``numpy()``, ``np.asarray``). DLPack exports a view of the buffer without a copy where the buffer is memory
+of this process (the CPU backend); elsewhere the bytes are not addressable and ``numpy()`` is the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import InvalidArgument
+from ..tosa.dtypes import DType
+from . import reclaim
+from .handles import Buffer
+from .holdings import ArrayHoldings
+from .types import BufferDesc, BufferUsage, DeviceInfo, MemoryDomain
+
+if TYPE_CHECKING:
+    from .device import Device
+
+_USAGE = (
+    BufferUsage.PROGRAM_INPUT
+    | BufferUsage.PROGRAM_OUTPUT
+    | BufferUsage.TRANSFER_SOURCE
+    | BufferUsage.TRANSFER_DESTINATION
+)
+
+# Backends whose buffers are numpy arrays of this process in every domain, so a view of one is the buffer
+# itself. A backend with memory of its own (a GPU's, a virtio device's) is not listed: its buffers are not
+# this process's memory, or are mapped only while the backend says so.
+_HOST_MEMORY_KINDS = frozenset({"cpu"})
+_KDLCPU = 1
+
+
+def resident_domain(info: DeviceInfo) -> MemoryDomain:
+    """Where a DeviceArray lives: the device's own memory where it has some, else the domain a program
+    binds without a copy (SHARED), else HOST."""
+    for domain in (MemoryDomain.DEVICE, MemoryDomain.SHARED, MemoryDomain.HOST):
+        if domain in info.domains:
+            return domain
+    raise InvalidArgument(f"{info.name} offers no memory domain")
+
+
+def storage_dtype(dtype: Any) -> np.dtype:
+    """The numpy dtype a tensor of ``dtype`` (a numpy dtype or a ``tosa.DType``) is stored as."""
+    return dtype.numpy if isinstance(dtype, DType) else np.dtype(dtype)
+
+
+class DeviceArray:
+    """One tensor in a buffer of ``device``: ``shape``, ``dtype`` (the numpy storage dtype, as
+    ``TensorSpec.numpy_dtype``), ``nbytes``.
+
+    Given to a call, it is bound in place: as an input it is not written, as an ``out=`` array it is not
+    read back. ``numpy()`` reads it into a new host array; an array given to ``submit`` as ``out`` holds
+    the outputs once that Run's ``wait`` returned.
+
+    Thread safety: reads and calls may come from any threads; ``close`` only once no call uses it.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) frees the buffer, as does collection of an array
+    dropped without it, and the device's ``close``; work still bound to the buffer delays the free until
+    it ends."""
+
+    __slots__ = ("__weakref__", "_held", "device", "dtype", "nbytes", "shape")
+
+    def __init__(self, device: Device, shape: Sequence[int], dtype: Any) -> None:
+        """Uninitialised: use ``Device.empty`` or ``Device.array``."""
+        self.device = device
+        self.shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in self.shape):
+            raise InvalidArgument(f"negative dimension in shape {self.shape}")
+        self.dtype = storage_dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        held = device._held
+        if held.closed:
+            raise InvalidArgument(f"{device!r} was closed")
+        desc = BufferDesc(max(self.nbytes, 1), resident_domain(device.info), _USAGE)
+        self._held: ArrayHoldings = held.hold(held.acc.allocate_buffer(held.context, desc))
+
+    @property
+    def buffer(self) -> Buffer:
+        """The buffer holding the tensor (a contract handle of ``device.accelerator``)."""
+        buffer = self._held.buffer
+        if buffer is None:
+            raise InvalidArgument(f"{self!r} was closed")
+        return buffer
+
+    @property
+    def closed(self) -> bool:
+        return self._held.buffer is None
+
+    def __repr__(self) -> str:
+        state = " closed" if self._held.buffer is None else ""
+        return f"<DeviceArray {self.dtype}{list(self.shape)} on {self.device.name}{state}>"
+
+    def write(self, source: Any) -> None:
+        """Copy ``source`` (of this array's shape and dtype) into the buffer: one host-to-device write."""
+        arr = np.asarray(source)
+        if arr.dtype != self.dtype or arr.shape != self.shape:
+            raise InvalidArgument(f"{self!r}: cannot write a {arr.dtype}{list(arr.shape)} array into it")
+        if self.nbytes:
+            arr = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+            self._held.acc.write_buffer(self.buffer, 0, arr.reshape(-1).view(np.uint8))
+
+    def numpy(self) -> np.ndarray:
+        """A new host array holding the tensor: one device-to-host read."""
+        out = np.empty(self.shape, self.dtype)
+        buffer = self.buffer
+        if self.nbytes:
+            self._held.acc.read_buffer(buffer, 0, self.nbytes, out=out.reshape(-1).view(np.uint8))
+        return out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise ValueError(f"{self!r} is device memory: a host array of it is always a copy")
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def _host_view(self) -> np.ndarray:
+        """The buffer's own memory as an array of the tensor, where the process can address it."""
+        acc = self._held.acc
+        if self.device.info.kind in _HOST_MEMORY_KINDS:
+            # The contract hands out no native objects; the book is read under its lock as its methods do.
+            with acc._lock:
+                native = acc._record(self.buffer, Buffer).native
+            if isinstance(native, np.ndarray):
+                return native[: self.nbytes].view(self.dtype).reshape(self.shape)
+        raise BufferError(
+            f"{self!r}: the buffer is not memory of this process, so DLPack cannot share it; use .numpy()"
+        )
+
+    def __dlpack__(self, *, stream: Any = None, **options: Any) -> Any:
+        """A DLPack capsule viewing the buffer without a copy (kDLCPU), which keeps the memory alive;
+        BufferError where the buffer is not host memory of this process."""
+        if stream is not None:
+            raise BufferError("a kDLCPU array takes no stream")
+        view = self._host_view()
+        return view.__dlpack__(**{k: v for k, v in options.items() if v is not None})
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        self._host_view()  # the same refusal as __dlpack__
+        return (_KDLCPU, 0)
+
+    def close(self) -> None:
+        """Free the buffer. Idempotent. Work still bound to it delays the free until it ends."""
+        if self._held.buffer is not None:
+            reclaim.release(self._held.close)
+
+    def __del__(self) -> None:
+        held = getattr(self, "_held", None)
+        if held is not None and held.buffer is not None:
+            reclaim.release(held.close)
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["DeviceArray", "resident_domain", "storage_dtype"]
