@@ -16,6 +16,7 @@ Design choices:
 """
 
 from .accelerator import Accelerator, BoundRange
+from .device_array import DeviceArray
 from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
 from .event import EventCore, EventState
 from .gate import HostGate
@@ -49,6 +50,7 @@ __all__ = [
     "BufferUsage",
     "Context",
     "Device",
+    "DeviceArray",
     "DeviceInfo",
     "Event",
     "Prepared",
