@@ -1,0 +1,25 @@
+"""CONST and IDENTITY.
+
+CONST runs nothing: a constant is uploaded once, at load, into the program's constants when some step or a
+graph output uses it, and its type is judged where it is used (the registration takes every type).
+IDENTITY is RESHAPE's view or copy (:func:`.common.view_or_copy`).
+"""
+
+from __future__ import annotations
+
+from ....tosa.operators import Op
+from .common import LoweringContext, Step, view_or_copy
+from .registry import in_out, lowering
+
+STORED = ("fp32", "fp16", "bf16", "int32")
+
+
+@lowering(Op.CONST, signatures=None)
+def const(ctx: LoweringContext) -> list[Step]:
+    del ctx
+    return []
+
+
+@lowering(Op.IDENTITY, signatures=in_out(*STORED))
+def identity(ctx: LoweringContext) -> list[Step]:
+    return view_or_copy(ctx)
