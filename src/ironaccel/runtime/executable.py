@@ -50,7 +50,7 @@ def _as_array(value: Any, spec: TensorSpec, index: int) -> Any:
     if type(value) is np.ndarray:  # the common case first: small programs run in tens of microseconds
         arr = value
     else:
-        if isinstance(value, DeviceArray):
+        if type(value) is DeviceArray:
             if value.dtype != spec.numpy_dtype or value.shape != spec.shape:
                 _refuse(value, spec, index)
             return value
