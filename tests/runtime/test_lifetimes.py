@@ -170,13 +170,13 @@ def test_a_device_dropped_with_live_executables_is_released_with_them():
 
 def test_the_virtio_accel_corpus_runs_whole_through_one_virtio_device(served):
     """Each case compiled, run and dropped on one device: the guest's quota never fills."""
-    from test_vulkan_corpus import NAMES, _case, compare
+    from corpus import NAMES, compare, load_case
 
     if not NAMES:
         pytest.skip("no virtio-accel corpus")
     dev = ia.open(f"virtio:{served.path}")
     for name in NAMES:
-        program, inputs, meta = _case(name)
+        program, inputs, meta = load_case(name)
         (got,) = dev.compile(program)(*inputs)
         compare(got, meta)
     assert reclaim.settle(10)

@@ -229,9 +229,8 @@ def test_dead_operators_reach_no_output(blk):
 def test_graphs_shared_by_both_branches_at_every_level_are_analysed_once_each():
     # then and else name the same graph at each of 60 levels: 2^60 paths through 60 graphs, which a walk
     # per path would never finish.
-    from test_cpu_deep_nesting import _step
-
     from ironaccel.tosa.analysis import _graph_accesses
+    from nested_graphs import step_block as _step
 
     n = 60
     names = [f"g{i}" for i in range(n)]

@@ -690,10 +690,9 @@ def test_validator_only_reports_validation_errors(prog):
 
 # -- the call graph of control flow: cycles across paths, and the deepest nesting -----------------------
 def test_graphs_that_call_each_other_along_different_paths_are_refused():
-    from test_cpu_deep_nesting import _calls
-
     from ironaccel.tosa import Program, Region
     from ironaccel.tosa.validate import validate
+    from nested_graphs import calls_block as _calls
 
     # main -> a, main -> b, a -> b, b -> a: each graph's first path is acyclic, together they recurse.
     program = Program((Region("main", (_calls("main", "a", "b"), _calls("a", "b", "b"), _calls("b", "a", "a"))),))
@@ -702,10 +701,9 @@ def test_graphs_that_call_each_other_along_different_paths_are_refused():
 
 
 def test_a_graph_reached_deeper_than_max_nesting_along_another_path_is_refused():
-    from test_cpu_deep_nesting import _step
-
     from ironaccel.tosa import Program, Region
     from ironaccel.tosa.validate import validate
+    from nested_graphs import step_block as _step
 
     n = 200  # main -> c0..c199 -> d0..d199, and main -> d0: d199 nests 401 deep, first met at depth 1
     c, d = [f"c{i}" for i in range(n)], [f"d{i}" for i in range(n)]

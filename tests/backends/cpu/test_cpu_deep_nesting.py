@@ -35,6 +35,7 @@ from ironaccel.tosa.builder import ProgramBuilder
 from ironaccel.tosa.codec import write
 from ironaccel.tosa.errors import ValidationError
 from ironaccel.tosa.validate import validate
+from nested_graphs import calls_block, step_block
 
 MAX_NESTING = 256  # level "none" (tosa/spec/tosa-1.0.2.json)
 RESIDENT = 64 << 20
@@ -240,17 +241,11 @@ def test_any_mix_of_nested_control_flow_computes_what_it_describes(levels, trips
 
 
 # -- graphs that run themselves, and loops without operators -------------------------------------------
-def _calls(name: str, then: str, other: str) -> Block:
-    """A block whose COND_IF (on a constant condition) runs ``then`` or ``other`` on its int32 input."""
-    cond_if = Operator(Op.COND_IF, ("c", "x"), ("y",), ATTRIBUTE_OF[Op.COND_IF](then_graph=then, else_graph=other))
-    condition = Tensor("c", (1,), DType.BOOL, np.array([True]))
-    tensors = (condition, Tensor("x", (1,), DType.INT32), Tensor("y", (1,), DType.INT32))
-    return Block(name, (Operator(Op.CONST, (), ("c",)), cond_if), tensors, ("x",), ("y",))
-
-
 def test_graphs_that_run_each_other_in_a_cycle_are_refused_at_load(acc):
     # main -> a -> b -> a: each graph's own path is acyclic, but together they would nest without end.
-    program = Program((Region("main", (_calls("main", "a", "b"), _calls("a", "b", "b"), _calls("b", "a", "a"))),))
+    program = Program(
+        (Region("main", (calls_block("main", "a", "b"), calls_block("a", "b", "b"), calls_block("b", "a", "a"))),)
+    )
     with pytest.raises(ValidationError, match="recursive graph"):
         interpret(program)
     ctx = acc.create_context()
@@ -263,33 +258,15 @@ def test_graphs_that_run_each_other_in_a_cycle_are_refused_at_load(acc):
         acc.destroy_context(ctx)
 
 
-def _step(name: str, then: str | None, other: str | None = None) -> Block:
-    """A block that adds one to its int32 input and, where ``then`` is given, hands the sum to a COND_IF
-    (always true) over ``then`` / ``other``."""
-    i32 = DType.INT32
-    ops = [Operator(Op.CONST, (), ("c",)), Operator(Op.CONST, (), ("one",))]
-    if then is None:
-        ops.append(Operator(Op.ADD, ("x", "one"), ("y",)))
-    else:
-        graphs = ATTRIBUTE_OF[Op.COND_IF](then_graph=then, else_graph=other or then)
-        ops += [Operator(Op.ADD, ("x", "one"), ("x1",)), Operator(Op.COND_IF, ("c", "x1"), ("y",), graphs)]
-    tensors = (
-        Tensor("c", (1,), DType.BOOL, np.array([True])),
-        Tensor("one", (1,), i32, np.array([1], np.int32)),
-        *(Tensor(n, (1,), i32) for n in ("x", "x1", "y")),
-    )
-    return Block(name, tuple(ops), tensors, ("x",), ("y",))
-
-
 def test_a_graph_reached_at_two_depths_runs_at_the_deeper_one_past_max_nesting():
     # main -> c0 -> ... -> c199 -> d0 -> ... -> d199, where main also names d0 (its else graph): the
     # graphs are each checked once, at their shallowest depth, so 401 levels at run time. Whatever the
     # validator makes of it, the interpreter has no depth of its own to run out of.
     n = 200
     c, d = [f"c{i}" for i in range(n)], [f"d{i}" for i in range(n)]
-    blocks = [_step("main", c[0], d[0])]
-    blocks += [_step(c[i], c[i + 1] if i + 1 < n else d[0], d[0]) for i in range(n)]
-    blocks += [_step(d[i], d[i + 1] if i + 1 < n else None) for i in range(n)]
+    blocks = [step_block("main", c[0], d[0])]
+    blocks += [step_block(c[i], c[i + 1] if i + 1 < n else d[0], d[0]) for i in range(n)]
+    blocks += [step_block(d[i], d[i + 1] if i + 1 < n else None) for i in range(n)]
     compiled = interpret(Program((Region("main", tuple(blocks)),)))
     assert compiled.run([np.zeros(1, np.int32)])[0].tolist() == [2 * n + 1]
     assert _in_thread(lambda: compiled.run([np.full(1, 5, np.int32)])[0].tolist()) == [2 * n + 6]
