@@ -161,6 +161,15 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
         self._guard(self._read, rec.native, offset, view)
         return out
 
+    def host_view(self, buf: Buffer) -> memoryview | None:
+        """Copies: none. The buffer's own bytes, writable, where they are memory of this process for as
+        long as the buffer lives (the CPU backend's buffers); None elsewhere. Nothing orders the view
+        against queued work: read it once the work that writes the buffer has ended."""
+        with self._lock:
+            self._check_alive()
+            rec = self._record(buf, Buffer)
+        return self._host_view(rec.native)
+
     def free_buffer(self, buf: Buffer) -> None:
         """Ownership: consumes ``buf``. Failure: ReleaseRejected(Busy) while pending work binds it."""
         self._observe_all()

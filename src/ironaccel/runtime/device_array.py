@@ -31,10 +31,6 @@ _USAGE = (
     | BufferUsage.TRANSFER_DESTINATION
 )
 
-# Backends whose buffers are numpy arrays of this process in every domain, so a view of one is the buffer
-# itself. A backend with memory of its own (a GPU's, a virtio device's) is not listed: its buffers are not
-# this process's memory, or are mapped only while the backend says so.
-_HOST_MEMORY_KINDS = frozenset({"cpu"})
 _KDLCPU = 1
 
 
@@ -123,13 +119,9 @@ class DeviceArray:
 
     def _host_view(self) -> np.ndarray:
         """The buffer's own memory as an array of the tensor, where the process can address it."""
-        acc = self._held.acc
-        if self.device.info.kind in _HOST_MEMORY_KINDS:
-            # The contract hands out no native objects; the book is read under its lock as its methods do.
-            with acc._lock:
-                native = acc._record(self.buffer, Buffer).native
-            if isinstance(native, np.ndarray):
-                return native[: self.nbytes].view(self.dtype).reshape(self.shape)
+        view = self._held.acc.host_view(self.buffer)
+        if view is not None:
+            return np.frombuffer(view, np.uint8, self.nbytes).view(self.dtype).reshape(self.shape)
         raise BufferError(
             f"{self!r}: the buffer is not memory of this process, so DLPack cannot share it; use .numpy()"
         )

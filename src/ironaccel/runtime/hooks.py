@@ -58,6 +58,11 @@ class BackendHooks:
     def _free(self, native: Any) -> None:
         pass
 
+    def _host_view(self, native: Any) -> memoryview | None:
+        """The buffer's bytes as memory this process addresses for as long as the buffer lives, or None
+        where it is not (device memory, another process's); the default."""
+        return None
+
     # ---- programs -------------------------------------------------------------------------------
     def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
         """Make ``program`` (a validated, admitted tosa.ir.Program, or a checked description of another

@@ -34,3 +34,6 @@ class CpuMemory(Accelerator):
 
     def _read(self, native: np.ndarray, offset: int, out: memoryview) -> None:
         np.frombuffer(out, dtype=np.uint8)[:] = native[offset : offset + out.nbytes]
+
+    def _host_view(self, native: np.ndarray) -> memoryview:
+        return memoryview(native)
