@@ -33,7 +33,7 @@ except (ImportError, OSError):  # no Vulkan binding in this installation: nothin
 
 __all__ = ["clean"]  # a fixture, used by name
 
-DEVICES = ("cpu", "vulkan", "null")
+DEVICES = ("cpu", "vulkan", "cuda", "null")
 
 # Advertised pairs that do not run as the reference does: (device, operator, signature id) -> what is
 # wrong. Each is a strict xfail, so it stays visible and the entry goes once the device is fixed.

@@ -1,0 +1,152 @@
+"""The CUDA backend's kernels without a GPU: every registered lowering's kernel sources compile with NVRTC for
+sm_80 and sm_90, and the fp16 / bf16 conversions every kernel carries agree bit for bit with numpy and
+ml_dtypes over every 16-bit pattern (and a dense sample of fp32 ones), built from the same C text with the
+host's C compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import operator_cases
+from ironaccel.backends.cuda import plan, prelude
+from ironaccel.backends.cuda.capability import descriptor
+from ironaccel.backends.cuda.ops import registrations
+from ironaccel.backends.cuda.ops.common import Kernel
+
+ARCHITECTURES = ("sm_80", "sm_90")
+
+
+def _advertised() -> list[tuple]:
+    d = descriptor()
+    return [(op, sig) for op in d.operators for sig in d.signatures(op) if all(dt in d.dtypes for _, dt in sig.types)]
+
+
+def _kernels() -> dict[str, tuple[Kernel, str]]:
+    """Every distinct kernel the lowerings of the advertised pairs produce, with the pair that first did."""
+    found: dict[str, tuple[Kernel, str]] = {}
+    for op, sig in _advertised():
+        for k in plan.build(operator_cases.case(op, sig).program).kernels:
+            found.setdefault(k.source, (k, f"{op.name} ({sig})"))
+    return found
+
+
+def test_every_registered_operator_is_advertised_and_has_a_case():
+    advertised = {op for op, _ in _advertised()}
+    assert {r.op for r in registrations()} == advertised
+    assert advertised <= set(operator_cases.CASES)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_kernel_source_compiles_with_nvrtc(arch):
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
+    from ironaccel.backends.cuda import kernels
+
+    assert arch in kernels.supported_architectures()
+    found = _kernels()
+    assert len(found) > 40, "the lowerings produced too few kernels"
+    failures = []
+    for kernel, pair in found.values():
+        try:
+            image = kernels.compile_source(kernel.source, arch)
+        except Exception as exc:  # noqa: BLE001 - every failing source is named, not only the first
+            failures.append(f"{pair}: {kernel.name}: {exc}")
+            continue
+        assert image[:4] == b"\x7fELF", f"{pair}: {kernel.name}: NVRTC gave no cubin"
+    assert not failures, "\n".join(failures)
+
+
+def test_a_broken_source_fails_with_nvrtc_s_log():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
+    from ironaccel.backends.cuda import kernels
+    from ironaccel.core.errors import InternalError
+
+    with pytest.raises(InternalError, match="undefined_name"):
+        kernels.compile_source('extern "C" __global__ void k() { undefined_name(); }', "sm_80")
+
+
+# ---- the conversions, on the host -----------------------------------------------------------------------
+
+# One array entry point per conversion: in[i] -> out[i], as bit patterns.
+_WRAPPERS = "".join(
+    f"void {name}(const {src}* in, {dst}* out, long n) {{ for (long i = 0; i < n; ++i) out[i] = {expr}; }}\n"
+    for name, src, dst, expr in (
+        ("f16_to_f32", "unsigned short", "unsigned", "ia_bits(ia_f16_to_f32(in[i]))"),
+        ("bf16_to_f32", "unsigned short", "unsigned", "ia_bits(ia_bf16_to_f32(in[i]))"),
+        ("f32_to_f16", "unsigned", "unsigned short", "ia_f32_to_f16(ia_float(in[i]))"),
+        ("f32_to_bf16", "unsigned", "unsigned short", "ia_f32_to_bf16(ia_float(in[i]))"),
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def conversions(tmp_path_factory) -> ctypes.CDLL:
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler to build the conversions on the host")
+    folder = tmp_path_factory.mktemp("conversions")
+    source = Path(folder, "conversions.c")
+    source.write_text(prelude.HOST_HEADER + prelude.CONVERSIONS + _WRAPPERS)
+    library = Path(folder, "conversions.so")
+    subprocess.run([compiler, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return ctypes.CDLL(str(library))
+
+
+def _run(lib: ctypes.CDLL, name: str, values: np.ndarray, out_dtype: type) -> np.ndarray:
+    out = np.empty(values.shape, out_dtype)
+    getattr(lib, name)(
+        ctypes.c_void_p(values.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_long(values.size)
+    )
+    return out
+
+
+def _same_bits_or_nans(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Bit for bit, except that a NaN only has to be a NaN of the same sign (numpy keeps payloads, the
+    kernels give the plain quiet NaN, as the CPU backend does)."""
+    nan = np.isnan(want.astype(np.float32))
+    bits = got.view(np.uint32 if got.itemsize == 4 else np.uint16)
+    want_bits = want.view(bits.dtype)
+    wrong = (bits != want_bits) & ~nan
+    shown = [hex(int(v)) for v in np.flatnonzero(wrong)[:5]]
+    assert not wrong.any(), f"{what}: {int(wrong.sum())} values differ, first at indexes {shown}"
+    assert np.isnan(got.astype(np.float32)[nan]).all(), f"{what}: a NaN became a number"
+    sign = bits.dtype.itemsize * 8 - 1
+    assert ((bits[nan] >> sign) == (want_bits[nan] >> sign)).all(), f"{what}: a NaN lost its sign"
+
+
+def test_fp16_and_bf16_widen_exactly_for_every_pattern(conversions):
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    for name, dtype in (("f16_to_f32", np.float16), ("bf16_to_f32", ml_dtypes.bfloat16)):
+        got = _run(conversions, name, patterns, np.uint32).view(np.float32)
+        _same_bits_or_nans(got, patterns.view(dtype).astype(np.float32), name)
+
+
+def _fp32_patterns() -> np.ndarray:
+    """Every sign, exponent and top 10 mantissa bits, each with low bits at and around the rounding points of
+    fp16 (bit 13) and bf16 (bit 16): ties, just below and above, the extremes; and random patterns."""
+    high = np.arange(1 << 19, dtype=np.uint32) << 13
+    fp16_lows = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x0800, 0x17FF], dtype=np.uint32)
+    ties = (high[:, None] | fp16_lows[None, :]).ravel()
+    top = np.arange(1 << 16, dtype=np.uint32) << 16
+    bf16_lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=np.uint32)
+    bf16_ties = (top[:, None] | bf16_lows[None, :]).ravel()
+    rng = np.random.default_rng(34)
+    noise = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([ties, bf16_ties, noise])
+
+
+def test_fp32_narrows_to_nearest_even(conversions):
+    patterns = _fp32_patterns()
+    values = patterns.view(np.float32)
+    for name, dtype in (("f32_to_f16", np.float16), ("f32_to_bf16", ml_dtypes.bfloat16)):
+        got = _run(conversions, name, patterns, np.uint16).view(dtype)
+        with np.errstate(all="ignore"):
+            want = values.astype(dtype)
+        _same_bits_or_nans(got, want, name)

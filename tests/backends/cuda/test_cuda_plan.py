@@ -1,0 +1,176 @@
+"""The CUDA backend's host side that needs no driver: plans (launches, copies, arena), the argument block,
+the operator table and descriptor, device selectors, the CUresult mapping, and the registration (light to
+read, and saying why no device opens here).
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ironaccel
+from ironaccel.backends.cuda import driver, plan, prelude
+from ironaccel.backends.cuda.capability import descriptor
+from ironaccel.backends.cuda.device import Listed, choose
+from ironaccel.backends.cuda.ops.common import Copy, Launch, Place, coalesce, pack
+from ironaccel.backends.cuda.registration import REGISTRATION, why_not
+from ironaccel.core.errors import DeviceLost, InvalidArgument, NativeError, OutOfMemory, Unsupported
+from ironaccel.runtime.backends import AUTO_ORDER
+from ironaccel.tosa import DType, Op, ProgramBuilder
+from ironaccel.tosa.capability import admit
+from ironaccel.tosa.errors import LoweringError
+from ironaccel.tosa.spec import operator as spec_of
+
+
+def _chain():
+    """y = exp((x + c) * (x + c)) reshaped, x: fp32[2, 3], c: a constant fp32[1, 3] broadcast over rows."""
+    b = ProgramBuilder()
+    x = b.input("x", (2, 3), DType.FP32)
+    c = b.const(np.array([[1.0, 2.0, 3.0]], dtype=np.float32), DType.FP32)
+    s = b.op(Op.ADD, [x, c])
+    m = b.mul(s, s, 0)
+    e = b.op(Op.EXP, [m])
+    b.output(b.reshape(e, b.const_shape([6])))
+    return b.build()
+
+
+def test_a_small_program_lowers_to_its_launches_and_arena():
+    program = _chain()
+    admit(program, descriptor())
+    p = plan.build(program)
+    assert [s.kernel.name for s in p.steps if isinstance(s, Launch)] == ["ia_add_fp32", "ia_mul_fp32", "ia_exp_fp32"]
+    assert isinstance(p.steps[-1], Copy)  # the reshape of an intermediate into the graph output
+    add, mul, exp = p.launches
+    assert add.count == 6 and add.dims == (2, 3) and add.strides == ((3, 1), (0, 1))  # c broadcast over rows
+    assert mul.dims == (6,) and mul.strides == ((1,), (1,)) and mul.scalars == (0,)
+    assert exp.reads == (mul.write,)
+    # x, the three intermediates and y are 24 bytes each, 256-aligned. Live intervals (execution positions,
+    # closed): x [-1, 0], the sum [0, 1], the product [1, 2], the exponential [2, 3], y [3, end]: two places,
+    # one for x, the product and y, one for the sum and the exponential.
+    assert p.arena_bytes == 2 * plan.ALIGNMENT
+    assert p.inputs[0] == mul.write == p.outputs[0] and add.write == exp.write
+    assert p.const_bytes == plan.ALIGNMENT and len(p.constants) == 1
+    assert add.reads[1] == Place("const", 0, 12)
+    assert p.inputs[0].buffer == p.outputs[0].buffer == "arena"
+    assert len(p.kernels) == 3
+
+
+def test_views_and_constants_move_nothing():
+    b = ProgramBuilder()
+    x = b.input("x", (4,), DType.FP32)
+    t = b.op(Op.ABS, [x])
+    r = b.reshape(t, b.const_shape([2, 2]))  # an intermediate's view: the same bytes
+    c = b.reshape(b.const(np.arange(4, dtype=np.float32), DType.FP32), b.const_shape([2, 2]))  # folded
+    b.output(b.op(Op.ADD, [r, c]))
+    p = plan.build(b.build())
+    assert [type(s).__name__ for s in p.steps] == ["Launch", "Launch"]
+    absolute, add = p.launches
+    assert add.reads[0] == absolute.write and add.reads[1].buffer == "const"
+
+
+def test_what_the_table_cannot_lower_is_refused_naming_the_operator():
+    b = ProgramBuilder()
+    x = b.input("x", (4,), DType.FP32)
+    b.output(b.op(Op.FLOOR, [x]))
+    with pytest.raises(LoweringError, match=r"operator #0 FLOOR: the CUDA backend has no lowering"):
+        plan.build(b.build())
+
+
+def test_the_argument_block_has_the_prelude_s_layout():
+    launch = Launch(
+        plan.build(_chain()).launches[0].kernel,
+        (Place("arena", 0, 24), Place("const", 256, 12)),
+        Place("arena", 512, 24),
+        6,
+        (2, 3),
+        ((3, 1), (0, 1)),
+        (7,),
+    )
+    bases = {"arena": 0x10000, "const": 0x20000}
+    words = struct.unpack(f"<{prelude.ARG_WORDS}q", pack(launch, lambda p: bases[p.buffer] + p.offset))
+    assert len(words) == prelude.ARG_WORDS == 34
+    assert words[:4] == (0x10000, 0x20100, 0, 0x10200) and words[4:6] == (6, 2)
+    assert words[6:12] == (2, 3, 1, 1, 1, 1)
+    assert words[12:18] == (3, 1, 0, 0, 0, 0) and words[18:24] == (0, 1, 0, 0, 0, 0)
+    assert words[30:] == (7, 0, 0, 0)
+    assert "long long scalars[IA_SCALARS];" in prelude.ARGS  # the last field, as packed
+
+
+def test_coalescing_merges_what_every_operand_walks_contiguously():
+    assert coalesce((1, 4, 5, 3), [(60, 15, 3, 1), (12, 3, 0, 1)]) == ((4, 5, 3), ((15, 3, 1), (3, 0, 1)))
+    assert coalesce((2, 3, 4), [(12, 4, 1), (12, 4, 1)]) == ((24,), ((1,), (1,)))
+    assert coalesce((1, 1), [(1, 1)]) == ((), ((),))
+
+
+def test_the_descriptor_is_the_table_and_only_what_tosa_defines():
+    d = descriptor()
+    assert d.dtypes == {DType.FP32, DType.FP16, DType.BF16, DType.INT32}
+    assert d.max_rank == prelude.MAX_RANK
+    for op, support in d.operators.items():
+        rows = [dict(r.types) for r in spec_of(op).typesupport]
+        for sig in support.signatures or ():
+            assert any(sig.matches(row) for row in rows), f"{op.name} ({sig}) is no signature of TOSA 1.0"
+    assert {Op.ADD, Op.MUL, Op.CAST, Op.CLAMP, Op.RESHAPE, Op.CONST} <= set(d.operators)
+    assert Op.MATMUL not in d.operators
+
+
+def test_a_selector_is_an_index_a_uuid_or_part_of_a_name():
+    devices = [Listed(0, "NVIDIA Graphics Card", bytes(range(16))), Listed(1, "Other Card", bytes(range(1, 17)))]
+    assert choose(devices, None) is devices[0] and choose(devices, " 1 ") is devices[1]
+    assert choose(devices, "other") is devices[1]
+    uuid = bytes(range(1, 17)).hex()
+    assert choose(devices, uuid) is devices[1]
+    assert choose(devices, f"GPU-{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}") is devices[1]
+    with pytest.raises(InvalidArgument, match="ambiguous"):
+        choose(devices, "card")
+    with pytest.raises(Unsupported, match="no CUDA device matches '7'"):
+        choose(devices, "7")
+    with pytest.raises(Unsupported, match="lists no device"):
+        choose([], None)
+
+
+def test_cuda_results_map_to_the_error_vocabulary():
+    assert isinstance(driver.error(2, "CUDA_ERROR_OUT_OF_MEMORY", "cuMemAlloc"), OutOfMemory)
+    assert isinstance(driver.error(1, "CUDA_ERROR_INVALID_VALUE", "x"), InvalidArgument)
+    for name in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ECC_UNCORRECTABLE"):
+        assert isinstance(driver.error(700, name, "x"), DeviceLost)
+    assert isinstance(driver.error(100, "CUDA_ERROR_NO_DEVICE", "cuInit"), Unsupported)
+    other = driver.error(999, "CUDA_ERROR_UNKNOWN", "cuCtxSynchronize")
+    assert isinstance(other, NativeError) and other.domain == "cuda" and other.code == 999
+
+    class Status(int):
+        name = "CUDA_ERROR_OUT_OF_MEMORY"
+
+    assert driver.check((0, 5), "x") == 5 and driver.check((0,), "x") is None and driver.check((0, 1, 2), "x") == (1, 2)
+    with pytest.raises(OutOfMemory, match=r"cuMemAlloc\(64\): CUDA_ERROR_OUT_OF_MEMORY \(2\)"):
+        driver.check((Status(2), None), "cuMemAlloc(64)")
+
+
+def test_the_registration_is_light_and_ranks_before_vulkan():
+    code = (
+        "import sys; import ironaccel.backends.cuda; from ironaccel.backends.cuda.registration import REGISTRATION; "
+        "print(sorted(m for m in sys.modules if m.startswith(('cuda', 'ironaccel.backends.cuda.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['ironaccel.backends.cuda.registration']"
+    assert REGISTRATION.name == REGISTRATION.family == "cuda" and not REGISTRATION.one_device
+    assert REGISTRATION.auto_rank is not None and REGISTRATION.auto_rank < 10
+    assert AUTO_ORDER.index("cuda") < AUTO_ORDER.index("vulkan")
+
+
+def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():
+    reason = why_not()
+    if reason is None:
+        pytest.skip("a CUDA device opens here (the gpu tests cover it)")
+    assert "cuda" in reason.lower() or "libcuda" in reason
+    with pytest.raises(Unsupported) as caught:
+        ironaccel.open("cuda")
+    message = str(caught.value)
+    assert "CUDA" in message and ("libcuda.so.1" in message or "cuda-bindings" in message), message
+    with ironaccel.open("auto") as dev:
+        assert dev.info.kind != "cuda"
+        assert "skipped cuda: " in dev.why, dev.why
