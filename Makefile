@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 TOSA_VENV ?= .venv-tosa
 PY := $(VENV)/bin/python
-EXTRAS ?= test,vulkan,webgpu
+# cuda: cuda-bindings and NVRTC, with which the tests compile every CUDA kernel, also where no GPU is.
+EXTRAS ?= test,vulkan,webgpu,cuda
 
 .PHONY: all demo test lint wheel-check system-deps venv tosa-tools gpu-check clean conformance
 
