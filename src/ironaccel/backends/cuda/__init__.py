@@ -16,7 +16,7 @@ The roles, one module each, named as in every bundled backend:
 
 Beside them: :mod:`.driver` (the binding, imported on first use, and the one CUresult check),
 :mod:`.plan` (the pure-Python lowering and memory plan), :mod:`.kernels` (NVRTC and module loading) and
-:mod:`.prelude` (the CUDA C every kernel starts with: the fp16 / bf16 conversions and helpers).
+:mod:`.prelude` (the CUDA C every kernel starts with: the fp16 / bf16 conversions and TOSA's arithmetic rules).
 
 This first step runs elementwise operators (ADD, SUB, MUL, MAXIMUM, MINIMUM, ABS, NEGATE, EXP, LOG,
 RECIPROCAL, RSQRT, TANH, SIGMOID, CLAMP, CAST) and the data nodes (CONST, CONST_SHAPE, IDENTITY, RESHAPE)

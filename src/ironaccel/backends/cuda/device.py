@@ -69,7 +69,8 @@ def list_devices(driver: ModuleType) -> list[Listed]:
         handle = check(driver.cuDeviceGet(index), "cuDeviceGet")
         raw = check(driver.cuDeviceGetName(256, handle), "cuDeviceGetName")
         name = bytes(raw).split(b"\0", 1)[0].decode(errors="replace").strip()
-        uuid = bytes(check(driver.cuDeviceGetUuid(handle), "cuDeviceGetUuid").bytes)[:16]
+        raw_uuid = check(driver.cuDeviceGetUuid(handle), "cuDeviceGetUuid").bytes
+        uuid = (raw_uuid.encode("latin-1") if isinstance(raw_uuid, str) else bytes(raw_uuid))[:16]
         found.append(Listed(index, name, uuid))
     return found
 

@@ -1,5 +1,5 @@
 """The CUDA C every kernel source starts with (the backend's one header, kept as Python strings): the
-fp16 / bf16 conversions, the arithmetic helpers TOSA's rules need, and the argument block of the elementwise
+fp16 / bf16 conversions, the arithmetic TOSA's rules need, and the argument block of the elementwise
 kernels. NVRTC compiles each kernel with no include path, so nothing here includes a header.
 
 Conversions (:data:`CONVERSIONS`) work on bit patterns with integer code, so they give the same bits under
@@ -34,7 +34,7 @@ DEVICE_HEADER = """\
 #define ia_float(x) __uint_as_float(x)
 """
 
-# The same helpers for a host C compiler (the conversion tests build CONVERSIONS with it).
+# The same bit casts for a host C compiler (the conversion tests build CONVERSIONS with it).
 HOST_HEADER = """\
 #define IA_FN static inline
 typedef union { float f; unsigned u; } ia_word;

@@ -1,4 +1,4 @@
-"""What a lowering produces, and the helpers lowerings of several groups share.
+"""What a lowering produces, and what lowerings of several groups share.
 
 A lowering turns one TOSA operator into steps over :class:`Place`\\ s (byte ranges of the program's arena
 or constants): a :class:`Launch` of a kernel, or a :class:`Copy`. Steps are plain data: the planner
