@@ -72,6 +72,17 @@ def test_views_and_constants_move_nothing():
     assert add.reads[0] == absolute.write and add.reads[1].buffer == "const"
 
 
+def test_planning_needs_no_driver():
+    code = (
+        "import sys; from ironaccel.backends.cuda import plan; "
+        "from ironaccel.backends.cuda.capability import descriptor; "
+        "from ironaccel.conformance.semantic import add_program; from ironaccel.tosa.codec import read; "
+        "descriptor(); plan.build(read(add_program(4))); print(sorted(m for m in sys.modules if m.startswith('cuda')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_what_the_table_cannot_lower_is_refused_naming_the_operator():
     b = ProgramBuilder()
     x = b.input("x", (4,), DType.FP32)

@@ -215,7 +215,7 @@ def open_device(selector: str | None) -> CudaDevice:
     from ...core.settings import Settings
 
     if NAME in Settings.from_env().disabled:
-        raise Unsupported("the CUDA backend is switched off by its IRONACCEL_<FAMILY> variable (CUDA=0)")
+        raise Unsupported("the CUDA family is switched off (IRONACCEL_<FAMILY>=0 with FAMILY CUDA)")
     driver = api()
     _init(driver)
     return CudaDevice(driver, choose(list_devices(driver), selector))

@@ -35,7 +35,7 @@ def why_not() -> str | None:
     from ...core.settings import Settings
 
     if NAME in Settings.from_env().disabled:
-        return "the CUDA backend is switched off by its IRONACCEL_<FAMILY> variable (CUDA=0)"
+        return "the CUDA family is switched off (IRONACCEL_<FAMILY>=0 with FAMILY CUDA)"
     try:
         found = importlib.util.find_spec("cuda.bindings") is not None
     except (ImportError, ValueError):
