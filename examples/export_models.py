@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Produce the bundled TOSA programs from PyTorch models with ExecuTorch's Arm backend.
+"""Produce the bundled TOSA programs from PyTorch models with ``ironaccel.torch.export`` (ExecuTorch's Arm
+TOSA backend).
 
-Usage (in an environment with torch 2.13 and executorch 1.5; see `make models`):
+Usage (in the environment of `make export-env`: ironaccel, torch 2.13 and executorch 1.5; see `make models`):
     python examples/export_models.py OUT_DIR
 
-Writes, for each model, NAME.tosa (TOSA 1.0 flatbuffer as ExecuTorch emits it), NAME.json (what it
-is, its input shapes) and NAME.torch.npz (a seeded input and torch's own output for that input, so
+Writes, for each model, NAME.tosa (the TOSA 1.0 flatbuffer ExecuTorch emits, its input named after
+``forward``'s parameter and its output ``output``), NAME.json (what it is, its input shape and what the
+export's metadata holds) and NAME.torch.npz (a seeded input and torch's own output for that input, so
 tests can compare IronAccel's result with the framework's without torch installed).
 
 For a quantized model the delegated TOSA graph takes and returns integers: ExecuTorch quantizes the
 float input before it (quantize_per_tensor) and dequantizes its output after it
-(dequantize_per_tensor). Those two steps are recorded so the integer program can be compared with torch:
+(dequantize_per_tensor). Those two steps, which the export reads from the lowered graph, are recorded so
+the integer program can be compared with torch:
 
 * NAME.json ``"quantization"``: ``{"inputs": [QP, ...], "outputs": [QP, ...]}``, one entry per input /
   output of the delegated graph, in its order, each ``{"scheme": "per_tensor_affine", "scale": float,
@@ -28,20 +31,16 @@ Float models' files carry only ``input`` and ``output`` and no ``"quantization"`
 
 from __future__ import annotations
 
-import dataclasses
-import glob
 import json
-import operator
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from ironaccel.torch import export
 
 
 class SmallCNN(nn.Module):
@@ -97,96 +96,6 @@ class AttentionBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-@dataclasses.dataclass
-class Lowered:
-    payload: bytes  # the delegated TOSA flatbuffer
-    quantized_model: Callable[[torch.Tensor], torch.Tensor] | None = None  # the converted pt2e module
-    input_qparams: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    output_qparams: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-
-
-def _op_of(node: torch.fx.Node) -> Any:
-    """The torch operator a call node runs (edge dialect operators wrap one)."""
-    return getattr(node.target, "_op", node.target)
-
-
-def _qparams(node: torch.fx.Node) -> dict[str, Any]:
-    """Scale, zero point, dtype and range of a quantized_decomposed per-tensor (de)quantize node."""
-    names = [argument.name for argument in node.target._schema.arguments]
-    bound = dict(zip(names, node.args, strict=False)) | dict(node.kwargs)
-    for key in ("scale", "zero_point"):
-        if isinstance(bound[key], torch.fx.Node):
-            raise RuntimeError(f"{node.name}: {key} is computed in the graph, expected a constant")
-    return {
-        "scheme": "per_tensor_affine",
-        "scale": float(bound["scale"]),
-        "zero_point": int(bound["zero_point"]),
-        "dtype": str(bound["dtype"]).removeprefix("torch."),
-        "qmin": int(bound["quant_min"]),
-        "qmax": int(bound["quant_max"]),
-    }
-
-
-def _delegate_qparams(graph: torch.fx.Graph) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The quantization ExecuTorch applies around the one delegated partition: the quantize_per_tensor
-    feeding each delegate input and the dequantize_per_tensor reading each delegate output."""
-    quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
-    dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
-    delegate = torch.ops.higher_order.executorch_call_delegate
-    calls = [n for n in graph.nodes if n.op == "call_function" and n.target is delegate]
-    if len(calls) != 1:
-        raise RuntimeError(f"expected one delegate call in the lowered graph, found {len(calls)}")
-    (call,) = calls
-    inputs = []
-    for arg in call.args[1:]:  # args[0] is the lowered module
-        if not (isinstance(arg, torch.fx.Node) and arg.op == "call_function" and _op_of(arg) is quantize):
-            raise RuntimeError(f"delegate input {arg} is not produced by quantize_per_tensor")
-        inputs.append(_qparams(arg))
-    outputs: dict[int, dict[str, Any]] = {}
-    for item in call.users:
-        if _op_of(item) is not operator.getitem:
-            raise RuntimeError(f"unexpected user {item.name} of the delegate call")
-        readers = [u for u in item.users if u.op == "call_function" and _op_of(u) is dequantize]
-        if len(readers) != 1 or len(item.users) != 1:
-            raise RuntimeError(f"delegate output {item.args[1]} is not read by exactly one dequantize_per_tensor")
-        outputs[item.args[1]] = _qparams(readers[0])
-    return inputs, [outputs[i] for i in sorted(outputs)]
-
-
-def _lower(model: nn.Module, example: torch.Tensor, spec_name: str, quantize: bool) -> Lowered:
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-
-    work = tempfile.mkdtemp(prefix="ironaccel-export-")
-    try:
-        spec = TosaCompileSpec(spec_name).dump_intermediate_artifacts_to(work)
-        exported = torch.export.export(model, (example,), strict=True)
-        quantized_model = None
-        if quantize:
-            from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
-            from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-            quantizer = TOSAQuantizer(spec, use_composable_quantizer=True)
-            quantizer.set_global(get_symmetric_quantization_config())
-            prepared = prepare_pt2e(exported.module(check_guards=False), quantizer)
-            for _ in range(8):  # calibration
-                prepared(torch.randn_like(example))
-            quantized_model = convert_pt2e(prepared)
-            exported = torch.export.export(quantized_model, (example,))
-        edge = to_edge_transform_and_lower(exported, partitioner=[TOSAPartitioner(spec)])
-        files = glob.glob(os.path.join(work, "**", "*.tosa"), recursive=True)
-        if len(files) != 1:
-            raise RuntimeError(f"expected one delegated TOSA graph, found {files}")
-        with open(files[0], "rb") as f:
-            lowered = Lowered(f.read(), quantized_model)
-        if quantize:
-            lowered.input_qparams, lowered.output_qparams = _delegate_qparams(edge.exported_program().graph)
-        return lowered
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def _quantize(x: torch.Tensor, qp: dict[str, Any]) -> torch.Tensor:
     """The same quantize_per_tensor operator ExecuTorch's graph runs before the delegate."""
     return torch.ops.quantized_decomposed.quantize_per_tensor.default(
@@ -199,30 +108,24 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     jobs = [
-        (
-            "cnn_fp32",
-            SmallCNN().eval(),
-            (1, 3, 32, 32),
-            "TOSA-1.0+FP",
-            False,
-            "small CNN (conv, depthwise, mean, linear)",
-        ),
-        ("attention_fp32", AttentionBlock().eval(), (1, 16, 64), "TOSA-1.0+FP", False, "transformer encoder block"),
-        ("cnn_int8", QuantCNN().eval(), (1, 3, 32, 32), "TOSA-1.0+INT", True, "small CNN quantized to int8 (pt2e)"),
+        ("cnn_fp32", SmallCNN().eval(), (1, 3, 32, 32), None, "small CNN (conv, depthwise, mean, linear)"),
+        ("attention_fp32", AttentionBlock().eval(), (1, 16, 64), None, "transformer encoder block"),
+        ("cnn_int8", QuantCNN().eval(), (1, 3, 32, 32), "int8", "small CNN quantized to int8 (pt2e)"),
     ]
-    for name, model, shape, spec, quantize, text in jobs:
+    for name, model, shape, quantize, text in jobs:
         example = torch.randn(shape)
-        lowered = _lower(model, example, spec, quantize)
+        # calibrated as the bundled int8 model always was: eight seeded random batches
+        calibration = [(torch.randn_like(example),) for _ in range(8)] if quantize else None
+        made = export(model, (example,), quantize, calibration=calibration, description=text)
         with open(os.path.join(out, f"{name}.tosa"), "wb") as f:
-            f.write(lowered.payload)
+            f.write(made.tosa)
         with torch.no_grad():
             arrays = {"input": example.numpy(), "output": model(example).numpy()}
-        meta: dict[str, Any] = {"description": text, "input_shape": list(shape), "profile": spec, "quantized": quantize}
+        meta: dict[str, Any] = {"input_shape": list(shape)} | made.metadata
         if quantize:
-            (qin,), (qout,) = lowered.input_qparams, lowered.output_qparams
-            meta["quantization"] = {"inputs": lowered.input_qparams, "outputs": lowered.output_qparams}
+            (qin,), (qout,) = made.metadata["quantization"]["inputs"], made.metadata["quantization"]["outputs"]
             with torch.no_grad():
-                qmodel_output = lowered.quantized_model(example)
+                qmodel_output = made.quantized_module(example)
             arrays["input_int8"] = _quantize(example, qin).numpy()
             arrays["output_qmodel"] = qmodel_output.numpy()
             # the model ends in quantize -> dequantize: quantizing its output again gives those integers back
@@ -230,7 +133,7 @@ def main() -> int:
         np.savez(os.path.join(out, f"{name}.torch.npz"), **arrays)
         with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(meta, f, indent=1)
-        print(f"{name}: {len(lowered.payload)} bytes")
+        print(f"{name}: {len(made.tosa)} bytes")
     return 0
 
 

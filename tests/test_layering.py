@@ -27,6 +27,9 @@ RANK = {
     "probe": 1,
     "tosa": 1,
     "nvfp4": 1.5,
+    # PyTorch's front door makes TOSA programs from modules, as tosa's builder does, for the runtime to compile
+    # (ADR 0035): Device.compile reaches it from inside the function, a downward edge.
+    "torch": 1.75,
     "runtime": 2,
     "backends": 3,
     "conformance": 4,

@@ -1,8 +1,9 @@
 """One accelerator opened for use (:class:`Device`): it compiles programs into Executables.
 
-``compile`` takes what a user has at hand (a path, the bytes of a .tosa file, a ``tosa.Program``, or an
-NVFP4 projection), tells a TOSA program from an NVFP4 artifact by its first bytes, and loads it on the
-device's context; what refuses it (the validator, the backend's admission) is named in the error.
+``compile`` takes what a user has at hand (a path, the bytes of a .tosa file, a ``tosa.Program``, an
+NVFP4 projection, or a ``torch.nn.Module`` that ``ironaccel.torch`` exports), tells a TOSA program from
+an NVFP4 artifact by its first bytes, and loads it on the device's context; what refuses it (the
+validator, the backend's admission) is named in the error.
 """
 
 from __future__ import annotations
@@ -87,15 +88,31 @@ class Device:
         resident_bytes: int | None = None,
         target: Target | None = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        example_inputs: Any = None,
+        quantize: str | None = None,
     ) -> Executable:
         """Validate, admit and load ``source``: a path, the bytes of a .tosa file, or a tosa.Program; or an
-        NVFP4 projection (an ``ironaccel.nvfp4`` projection, its bytes or a path to them).
+        NVFP4 projection (an ``ironaccel.nvfp4`` projection, its bytes or a path to them); or a
+        ``torch.nn.Module`` with ``example_inputs`` (and ``quantize=None | "int8"``), exported first by
+        ``ironaccel.torch`` (kept in this process by graph and weights, so compiling it again skips the export).
 
         ``target`` (profiles, extensions, level) restricts what a TOSA program may use; None checks it
         against all of TOSA 1.0 with no level limits. ``metadata``: the program's description and
-        quantization (:mod:`.metadata`); for a path, ``<program>.json`` beside it when it exists."""
+        quantization (:mod:`.metadata`); for a path, ``<program>.json`` beside it when it exists; for a
+        module, what its export found."""
         if self._held.closed:
             raise InvalidArgument(f"{self!r} was closed")
+        if _is_torch_module(source):
+            if example_inputs is None:
+                raise InvalidArgument("compiling a torch.nn.Module needs example_inputs= (a tensor or a tuple of them)")
+            # The front door sits below the runtime (ADR 0035): reached here, only by callers with a module.
+            from ..torch import cached_export
+
+            exported = cached_export(source, example_inputs, quantize, device=self)
+            source, metadata = exported.tosa, exported.metadata if metadata is None else metadata
+        elif example_inputs is not None or quantize is not None:
+            raise InvalidArgument("example_inputs= and quantize= apply to a torch.nn.Module only")
         payload, artifact_format = _artifact(source)
         # No bound of the caller's: what the program keeps resident (constants, a GPU backend's arena of
         # intermediates) is limited by the context's quota alone, which load_program enforces.
@@ -137,6 +154,11 @@ class Device:
         self.close()
 
 
+def _is_torch_module(source: Any) -> bool:
+    """Whether ``source`` is a torch.nn.Module, told by its classes' names: torch is not imported here."""
+    return any(c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module" for c in type(source).__mro__)
+
+
 def _artifact(source: Any) -> tuple[bytes, int]:
     """The payload and artifact format of ``source``: NVFP4 projections by type or by magic, else TOSA."""
     from ..nvfp4.format import MAGIC
@@ -165,5 +187,6 @@ def _payload(source: Any) -> bytes:
     if isinstance(source, TosaProgram):
         return write(source)
     raise InvalidArgument(
-        f"cannot compile a {type(source).__name__}: give a path, bytes, a tosa Program or an nvfp4 projection"
+        f"cannot compile a {type(source).__name__}: give a path, bytes, a tosa Program, an nvfp4 projection "
+        "or a torch.nn.Module with example_inputs="
     )
