@@ -130,14 +130,14 @@ def test_a_one_device_backend_refuses_other_selectors(installed):
 
 
 def test_a_family_opens_on_the_backend_registered_for_it(installed):
-    """Discovery's family links to the backend that declares it: a CUDA descriptor or "cuda:1" opens there."""
-    _fake(installed, family="cuda")
-    assert resolve("cuda:1", reports=[]) == Resolved("fake", "1", "fake:1")
+    """Discovery's family links to the backend that declares it: a ROCm descriptor or "rocm:1" opens there."""
+    _fake(installed, family="rocm")
+    assert resolve("rocm:1", reports=[]) == Resolved("fake", "1", "fake:1")
     uuid = "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
-    cuda = DeviceDescriptor(DeviceId(BackendKind.CUDA, 3), Vendor.NVIDIA, "H", uuid=uuid)
-    assert resolve(cuda, reports=[]) == Resolved("fake", uuid, "cuda:3")
-    assert backends.backend_for(BackendKind.CUDA).name == "fake"
-    assert backends.backend_for(BackendKind.ROCM) is None
+    rocm = DeviceDescriptor(DeviceId(BackendKind.ROCM, 3), Vendor.AMD, "M", uuid=uuid)
+    assert resolve(rocm, reports=[]) == Resolved("fake", uuid, "rocm:3")
+    assert backends.backend_for(BackendKind.ROCM).name == "fake"
+    assert backends.backend_for(BackendKind.LEVEL_ZERO) is None
 
 
 def test_why_not_comes_from_the_registration(installed):
@@ -274,7 +274,8 @@ def test_each_bundled_registration_opens_what_it_names(name):
 
 
 def test_the_bundled_auto_order_and_families():
-    assert tuple(AUTO_ORDER) == ("vulkan", "cpu")
+    assert tuple(AUTO_ORDER) == ("vulkan", "cpu")  # cuda runs too few operators to be picked yet
+    assert backends.backend_for(BackendKind.CUDA).name == "cuda"
     assert backends.backend_for(BackendKind.VULKAN).name == "vulkan"
     assert backends.backend_for(BackendKind.CPU).name == "cpu"
     assert backends.backend_for(BackendKind.OPENGL) is None

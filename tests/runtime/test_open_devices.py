@@ -42,6 +42,7 @@ from ironaccel.runtime.same_hardware import bus_key, counterparts, uuid_key
 from ironaccel.runtime.session import Device
 
 H100 = "NVIDIA H100 80GB HBM3"
+MI300X = "AMD Instinct MI300X"
 UUID_A = "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
 UUID_B = "b0b1b2b3-b4b5-b6b7-b8b9-babbbcbdbebf"
 
@@ -105,7 +106,7 @@ def test_cli_reports_auto_and_per_device_execution_ids(listing):
     # lavapipe is software: auto prefers the CPU to it, and says so.
     shown = {d["id"]: d for b in listing["backends"] for d in b["devices"]}
     if all(d["software"] for i, d in shown.items() if i.startswith("vulkan:")):
-        assert auto["id"] == "cpu:0" and "skipped vulkan" in auto["why"]
+        assert auto["id"] == "cpu:0" and "skipped " in auto["why"] and "vulkan: " in auto["why"]
     for entry in shown.values():
         assert {"runs_programs", "execution_id", "why_not"} <= entry.keys()
         assert entry["runs_programs"] == (entry["execution_id"] is not None)
@@ -152,15 +153,15 @@ def test_descriptors_from_discovery_resolve():
                 resolve(d, reports)
 
 
-def test_a_cuda_device_with_the_uuid_of_a_vulkan_device_names_it():
+def test_a_rocm_device_with_the_uuid_of_a_vulkan_device_names_it():
     reports = ironaccel.describe()
     lavapipe = next(d for r in reports if r.kind is BackendKind.VULKAN for d in r.devices)
-    cuda = _dev(BackendKind.CUDA, 0, uuid=lavapipe.uuid)
+    rocm = _dev(BackendKind.ROCM, 0, MI300X, Vendor.AMD, uuid=lavapipe.uuid)
     with pytest.raises(Unsupported) as caught:
-        resolve(cuda, reports)
+        resolve(rocm, reports)
     message = str(caught.value)
-    assert message.startswith("no execution backend runs 'cuda' devices")
-    assert f"cuda:0 ({H100}) runs as {lavapipe.id}: open('{lavapipe.id}')" in message
+    assert message.startswith("no execution backend runs 'rocm' devices")
+    assert f"rocm:0 ({MI300X}) runs as {lavapipe.id}: open('{lavapipe.id}')" in message
     assert "available execution backends" not in message
 
 
@@ -240,16 +241,16 @@ def _unsupported(spec, reports) -> str:
 
 def test_a_foreign_spec_names_its_vulkan_counterpart():
     reports = _reports(
-        _dev(BackendKind.CUDA, 0, uuid=UUID_A),
-        _dev(BackendKind.CUDA, 1, uuid=UUID_B),
+        _dev(BackendKind.ROCM, 0, MI300X, Vendor.AMD, uuid=UUID_A),
+        _dev(BackendKind.ROCM, 1, MI300X, Vendor.AMD, uuid=UUID_B),
         _dev(BackendKind.VULKAN, 0, uuid=UUID_B.upper()),
         _dev(BackendKind.VULKAN, 1, uuid=UUID_A),
     )
-    message = _unsupported("cuda:0", reports)
-    assert message == f"no execution backend runs 'cuda' devices; cuda:0 ({H100}) runs as vulkan:1: open('vulkan:1')"
+    message = _unsupported("rocm:0", reports)
+    assert message == f"no execution backend runs 'rocm' devices; rocm:0 ({MI300X}) runs as vulkan:1: open('vulkan:1')"
     # Without an ordinal: every device of the family.
-    message = _unsupported("CUDA", reports)
-    assert "cuda:0 (NVIDIA H100 80GB HBM3) runs as vulkan:1" in message and "cuda:1 (" in message
+    message = _unsupported("ROCM", reports)
+    assert f"rocm:0 ({MI300X}) runs as vulkan:1" in message and "rocm:1 (" in message
     assert "runs as vulkan:0: open('vulkan:0')" in message
 
 
@@ -258,10 +259,10 @@ def test_a_foreign_spec_without_a_counterpart_lists_the_backends():
     message = _unsupported("rocm:0", reports)
     assert message == (
         "no execution backend runs 'rocm' devices; rocm:0 (AMD Instinct MI300X) has no Vulkan counterpart here;"
-        " available execution backends: cpu, vulkan, virtio"
+        " available execution backends: cuda, cpu, vulkan, virtio"
     )
     message = _unsupported("rocm:4", reports)
-    assert "discovery found no rocm:4 (1 rocm device(s))" in message and "cpu, vulkan, virtio" in message
+    assert "discovery found no rocm:4 (1 rocm device(s))" in message and "cuda, cpu, vulkan, virtio" in message
     message = _unsupported("level_zero", reports)
     assert message.startswith("no execution backend runs 'level-zero' devices (discovery found no level-zero device:")
 

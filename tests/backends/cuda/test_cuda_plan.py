@@ -161,7 +161,7 @@ def test_cuda_results_map_to_the_error_vocabulary():
         driver.check((Status(2), None), "cuMemAlloc(64)")
 
 
-def test_the_registration_is_light_and_ranks_before_vulkan():
+def test_the_registration_is_light_and_not_tried_by_auto_yet():
     code = (
         "import sys; import ironaccel.backends.cuda; from ironaccel.backends.cuda.registration import REGISTRATION; "
         "print(sorted(m for m in sys.modules if m.startswith(('cuda', 'ironaccel.backends.cuda.'))))"
@@ -169,8 +169,8 @@ def test_the_registration_is_light_and_ranks_before_vulkan():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['ironaccel.backends.cuda.registration']"
     assert REGISTRATION.name == REGISTRATION.family == "cuda" and not REGISTRATION.one_device
-    assert REGISTRATION.auto_rank is not None and REGISTRATION.auto_rank < 10
-    assert AUTO_ORDER.index("cuda") < AUTO_ORDER.index("vulkan")
+    # Elementwise operators only: "auto" would pick a device that refuses most programs.
+    assert REGISTRATION.auto_rank is None and "cuda" not in AUTO_ORDER
 
 
 def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():
@@ -184,4 +184,3 @@ def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():
     assert "CUDA" in message and ("libcuda.so.1" in message or "cuda-bindings" in message), message
     with ironaccel.open("auto") as dev:
         assert dev.info.kind != "cuda"
-        assert "skipped cuda: " in dev.why, dev.why

@@ -17,8 +17,9 @@ REGISTRATION = BackendRegistration(
     name=NAME,
     open="ironaccel.backends.cuda.accelerator:open_accelerator",
     family="cuda",
-    # Before Vulkan's 10: on an NVIDIA device the driver's own API runs the same programs.
-    auto_rank=5,
+    # Not tried by "auto" yet: it runs elementwise operators only, so "auto" on an NVIDIA machine would pick a
+    # device that refuses most programs. It takes a rank before Vulkan's 10 once it runs the bundled models.
+    auto_rank=None,
     why_not="ironaccel.backends.cuda.registration:why_not",
     one_device=False,
     summary="TOSA 1.0 as CUDA C kernels compiled by NVRTC, through the CUDA driver API (first operators)",
