@@ -20,6 +20,7 @@ from ironaccel.backends.cuda import plan, prelude
 from ironaccel.backends.cuda.capability import descriptor
 from ironaccel.backends.cuda.ops import registrations
 from ironaccel.backends.cuda.ops.common import Kernel
+from ironaccel.backends.cuda.ops.registry import TABLE
 
 ARCHITECTURES = ("sm_80", "sm_90")
 
@@ -42,6 +43,10 @@ def test_every_registered_operator_is_advertised_and_has_a_case():
     advertised = {op for op, _ in _advertised()}
     assert {r.op for r in registrations()} == advertised
     assert advertised <= set(operator_cases.CASES)
+
+
+def test_every_registration_lives_in_the_module_of_its_operators_group():
+    assert TABLE.misplaced("ironaccel.backends.cuda.ops") == []
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -30,16 +30,15 @@ names the operator, tensor and type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ...tosa.capability import CapabilityDescriptor, Constraint, OperatorSupport, OperatorView, Signature
+from ...tosa.capability import CapabilityDescriptor, OperatorSupport, Signature
 from ...tosa.dtypes import DType
+from ...tosa.lowering_table import Keep, signature_types
 from ...tosa.operators import Op
 from ...tosa.spec import operator as spec_of
 from ...tosa.target import Target
 from .device import Limits
 from .ops.common import MAX_RANK
-from .ops.registry import Registration, bound_types, chosen, registrations
+from .ops.registry import TABLE
 
 TARGET = Target.of(
     profiles=["pro-fp", "pro-int"],
@@ -48,7 +47,6 @@ TARGET = Target.of(
 )
 NAME = "vulkan-float-int"
 
-Keep = Callable[[Op, Signature], bool]
 FP8 = frozenset({DType.FP8E4M3, DType.FP8E5M2})
 NARROW = FP8 | {DType.FP16, DType.BF16}
 INTEGER_OR_BOOL = frozenset({DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
@@ -59,48 +57,12 @@ def _types(sig: Signature) -> frozenset[DType]:
     return frozenset(dt for _, dt in sig.types)
 
 
-def _scoped(op: Op, name: str) -> Constraint:
-    """Constraint ``name`` of ``op``'s registrations, checked for the registration that runs the
-    operator's types and passed for the others (they do not carry it)."""
-
-    def check(view: OperatorView) -> bool:
-        found = chosen(op, bound_types(view.operator, view.inputs, view.outputs))
-        own = None if found is None else next((c for c in found.constraints if c.name == name), None)
-        return own is None or own(view)
-
-    return Constraint(name, check)
-
-
-def _constraints(op: Op, regs: tuple[Registration, ...]) -> tuple[Constraint, ...]:
-    """Every constraint of ``regs`` once, by name in registration order: as it is where every registration
-    of the operator carries the same one, else scoped to the registrations that do."""
-    every = registrations(op)
-    found: dict[str, Constraint] = {}
-    for reg in regs:
-        for c in reg.constraints:
-            if c.name in found:
-                continue
-            shared = all(c in other.constraints for other in every)
-            found[c.name] = c if shared else _scoped(op, c.name)
-    return tuple(found.values())
-
-
 def operator_table(keep: Keep | None = None) -> dict[Op, OperatorSupport]:
     """Per registered operator, its signatures (those ``keep`` accepts, when given; operators left with
-    none are left out) and the constraints of the registrations they come from. Operators registered
-    for every type (CONST, CONST_SHAPE) are in every table."""
-    table: dict[Op, OperatorSupport] = {}
-    ops = dict.fromkeys(r.op for r in registrations())
-    for op in ops:
-        regs = registrations(op)
-        if any(r.signatures is None for r in regs):
-            table[op] = OperatorSupport(None, _constraints(op, regs))
-            continue
-        kept = [(r, s) for r in regs for s in r.signatures or () if keep is None or keep(op, s)]
-        if kept:
-            used = tuple(dict.fromkeys(r for r, _ in kept))
-            table[op] = OperatorSupport(tuple(s for _, s in kept), _constraints(op, used))
-    return table
+    none are left out) and the constraints of the registrations they come from
+    (:meth:`~ironaccel.tosa.lowering_table.LoweringTable.operator_support`). Operators registered for
+    every type (CONST, CONST_SHAPE) are in every table."""
+    return TABLE.operator_support(keep)
 
 
 def signature_table(keep: Keep) -> dict[Op, tuple[Signature, ...]]:
@@ -159,10 +121,9 @@ def bf16_descriptor(limits: Limits) -> CapabilityDescriptor:
 def _descriptor(
     limits: Limits, operators: dict[Op, OperatorSupport], name: str, target: Target
 ) -> CapabilityDescriptor:
-    dtypes = frozenset(dt for s in operators.values() for sig in s.signatures or () for dt in _types(sig))
     return CapabilityDescriptor(
         target=target,
-        dtypes=dtypes,
+        dtypes=signature_types(operators),
         operators=operators,
         max_rank=MAX_RANK,
         max_tensor_bytes=limits.max_storage_buffer_range,
