@@ -1,16 +1,15 @@
 """Queues and submission: a loaded program run on bound buffers, in submission order, ending its event.
 
-Each queue is one worker thread running its submissions in order (started on demand, gone when idle);
-``_submit`` only enqueues. Runs stop at checkpoints (before every operator and loop iteration on the
-interpreter; between operators and inside long loops of native code, ADR 0028): a cancellation wins until
-the run ends, and a deadline ends the run where it is (runtime/event.py). A program's last operator may
+Each queue is one worker thread running its submissions in order (an
+:class:`~ironaccel.runtime.worker.OrderedWorker`: started on demand, gone when idle); ``_submit`` only
+enqueues. Runs stop at checkpoints (before every operator and loop iteration on the interpreter; between
+operators and inside long loops of native code, ADR 0028): a cancellation wins until the run ends, and a
+deadline ends the run where it is (runtime/event.py). A program's last operator may
 write its result straight into the bound output buffer (see ``_destinations``).
 """
 
 from __future__ import annotations
 
-import collections
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,46 +18,8 @@ import numpy as np
 from ...core.errors import InternalError, IronAccelError
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
+from ...runtime.worker import OrderedWorker
 from .program import LoadedProgram
-
-
-class _Worker:
-    """Runs one queue's jobs in submission order on a thread of its own, started when a job comes and
-    ended after ``IDLE_S`` without one, so idle queues (a guest may create hundreds) hold no thread."""
-
-    IDLE_S = 1.0
-
-    def __init__(self) -> None:
-        self._jobs: collections.deque[Any] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._running = False  # a thread is draining the jobs (or about to)
-
-    def put(self, job: Any) -> None:
-        with self._cond:
-            self._jobs.append(job)
-            if self._running:
-                self._cond.notify()
-                return
-            self._running = True
-        threading.Thread(target=self._loop, name="ironaccel-cpu-queue", daemon=True).start()
-
-    def close(self) -> None:
-        """No job is pending (the queue is destroyed only then): let the thread go at once."""
-        with self._cond:
-            self._jobs.append(None)
-            self._cond.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._cond.wait(self.IDLE_S)
-                if not self._jobs or self._jobs[0] is None:
-                    self._jobs.clear()
-                    self._running = False
-                    return
-                job = self._jobs.popleft()
-            job()
 
 
 class CpuSubmission(Accelerator):
@@ -66,13 +27,15 @@ class CpuSubmission(Accelerator):
 
     supports_cancellation = True
 
-    def _create_queue(self, context: Any) -> Any:
-        return _Worker()
+    def _create_queue(self, context: Any) -> OrderedWorker:
+        return OrderedWorker("ironaccel-cpu-queue")
 
-    def _destroy_queue(self, native: _Worker) -> None:
+    def _destroy_queue(self, native: OrderedWorker) -> None:
         native.close()
 
-    def _submit(self, queue: _Worker, program: LoadedProgram, ranges: Sequence[BoundRange], event: EventCore) -> None:
+    def _submit(
+        self, queue: OrderedWorker, program: LoadedProgram, ranges: Sequence[BoundRange], event: EventCore
+    ) -> None:
         queue.put(lambda: _execute(program, ranges, event))
 
 

@@ -1,9 +1,10 @@
 """Queues and submission: each contract queue is a CUDA stream and a worker thread that runs the queue's
 submissions in order and ends their events.
 
-``_submit`` only enqueues the run for the queue's worker (never waits). The worker, started when work comes
-and gone after ``IDLE_S`` without any (a guest may hold hundreds of idle queues), takes each run in turn:
-it starts the event, takes the program (runs of one program share its arena), puts the run on the stream
+``_submit`` only enqueues the run for the queue's worker (never waits). The worker (an
+:class:`~ironaccel.runtime.worker.OrderedWorker`: started when work comes, gone after ``IDLE_S`` without
+any, as a guest may hold hundreds of idle queues) takes each run in turn: it starts the event, takes the
+program (runs of one program share its arena), puts the run on the stream
 (:meth:`.program.LoadedProgram.enqueue`), records the queue's CUevent after it and waits for that event,
 polling ``cuEventQuery`` for ``SPIN_S`` and then blocking in ``cuEventSynchronize`` (the event is created
 with blocking sync, so the wait sleeps instead of spinning a core). Only then does it end the event: what
@@ -17,8 +18,6 @@ maps it to; a fault that loses the context (DeviceLost) also makes the accelerat
 
 from __future__ import annotations
 
-import collections
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 from ...core.errors import DeviceLost, InternalError, IronAccelError
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
+from ...runtime.worker import OrderedWorker
 from .device import CudaDevice
 from .driver import check, status_name
 from .program import LoadedProgram
@@ -34,13 +34,12 @@ from .program import LoadedProgram
 SPIN_S = 200e-6  # a wait polls the CUevent this long before it blocks
 
 
-class CudaQueue:
+class CudaQueue(OrderedWorker):
     """One contract queue: a stream, the CUevent that marks each run's end on it, and the worker thread
     that runs the queue's jobs in submission order."""
 
-    IDLE_S = 1.0
-
     def __init__(self, device: CudaDevice, lost: Callable[[IronAccelError], None]) -> None:
+        super().__init__("ironaccel-cuda-queue")
         self.device = device
         self.lost = lost
         driver = device.api
@@ -51,36 +50,6 @@ class CudaQueue:
         except BaseException:
             driver.cuStreamDestroy(self.stream)
             raise
-        self._jobs: collections.deque[Callable[[], None] | None] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._running = False  # a thread is draining the jobs (or about to)
-
-    def put(self, job: Callable[[], None]) -> None:
-        with self._cond:
-            self._jobs.append(job)
-            if self._running:
-                self._cond.notify()
-                return
-            self._running = True
-        threading.Thread(target=self._loop, name="ironaccel-cuda-queue", daemon=True).start()
-
-    def close(self) -> None:
-        """No job is pending (the queue is destroyed only then): let the thread go at once."""
-        with self._cond:
-            self._jobs.append(None)
-            self._cond.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if not self._jobs:
-                    self._cond.wait(self.IDLE_S)
-                if not self._jobs or self._jobs[0] is None:
-                    self._jobs.clear()
-                    self._running = False
-                    return
-                job = self._jobs.popleft()
-            job()  # type: ignore[misc]
 
     def wait(self) -> None:
         """Until the work recorded before ``done`` has finished on the device."""
