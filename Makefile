@@ -34,6 +34,18 @@ $(TOSA_VENV)/.installed:
 
 tosa-tools: $(TOSA_VENV)/.installed
 
+# PyTorch's front door (ironaccel.torch, `ironaccel export`, tests/torch) and `make models`: the package with its
+# torch extra, whose tosa-tools pins numpy and flatbuffers, in an environment of its own.
+EXPORT_VENV ?= .venv-export
+$(EXPORT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(EXPORT_VENV)
+	$(EXPORT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(EXPORT_VENV)/bin/python -m pip install -q -e ".[torch]" "pytest>=8"
+	touch $@
+
+.PHONY: export-env
+export-env: $(EXPORT_VENV)/.installed
+
 # ruff, then the size of every hand-written module under src/ (at most 500 lines: scripts/check-module-size).
 lint: venv
 	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks) scripts/operators-doc scripts/check-module-size
@@ -53,9 +65,11 @@ TEST_WORKERS ?= auto
 VK_VALIDATION = VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation \
 	VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
 
-test: system-deps venv tosa-tools lint wheel-check
+# tests/torch need torch and ExecuTorch: the first run leaves them out, the second runs them in $(EXPORT_VENV).
+test: system-deps venv tosa-tools export-env lint wheel-check
 	$(VK_VALIDATION) $(PY) -m pytest -q -m "not gpu and not slow" -n $(TEST_WORKERS) \
 		--durations=25
+	$(EXPORT_VENV)/bin/python -m pytest -q -m "not gpu and not slow" tests/torch
 
 demo: system-deps venv
 	$(VENV)/bin/ironaccel demo
@@ -118,12 +132,10 @@ fuzz-virtio: venv
 fuzz-programs: venv
 	IRONACCEL_FUZZ_EXAMPLES=$${IRONACCEL_FUZZ_EXAMPLES:-50000} $(PY) -m pytest -q -s tests/virtio/test_virtio_program_fuzz.py
 
-# make models - re-export the bundled programs from PyTorch (torch 2.13 + ExecuTorch 1.5 in .venv-export)
+# make models - re-export the bundled programs from PyTorch through ironaccel.torch (in $(EXPORT_VENV))
 .PHONY: models
-models:
-	$(PYTHON) -m venv .venv-export
-	.venv-export/bin/python -m pip install -q torch==2.13.0 executorch==1.5.1 tosa-tools==2026.8.0
-	.venv-export/bin/python examples/export_models.py src/ironaccel/models
+models: $(EXPORT_VENV)/.installed
+	$(EXPORT_VENV)/bin/python examples/export_models.py src/ironaccel/models
 
 # make bench - time the CPU backend against onnxruntime, IREE (llvm-cpu), torch eager and the TOSA reference
 # model on the same programs (about 2 minutes); rewrites the current table, benchmarks/results/cpu.md (and .json).

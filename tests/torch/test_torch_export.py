@@ -64,8 +64,9 @@ def test_int8_export_is_within_one_step_of_executorch(tiny, example, cpu):
     assert made.profile == "TOSA-1.0+INT" and meta["quantized"] is True
     assert [(t["name"], t["shape"], t["dtype"]) for t in meta["inputs"]] == [("image", [1, 3, 8, 8], "int8")]
     assert [(t["name"], t["shape"], t["dtype"]) for t in meta["outputs"]] == [("output", [1, 5], "int8")]
-    (q_in,), (q_out,) = (Quantization.of(q) for q in meta["quantization"]["inputs"]), (
-        Quantization.of(q) for q in meta["quantization"]["outputs"]
+    (q_in,), (q_out,) = (
+        (Quantization.of(q) for q in meta["quantization"]["inputs"]),
+        (Quantization.of(q) for q in meta["quantization"]["outputs"]),
     )
     exe = cpu.compile(made.tosa, metadata=meta)
     assert exe.metadata.inputs[0].quantization == q_in and exe.metadata.outputs[0].quantization == q_out

@@ -3,8 +3,9 @@
 The key is a digest of what decides the program: the captured graph's code, every parameter's, buffer's
 and constant's name, dtype, shape and values (a module trained further is a new program), the example
 inputs' shapes and dtypes (and, for int8, the calibration values, which decide the scales), the input
-names and the quantize mode. torch.export's capture still runs on each call, since the key is computed
-from it; the lowering it saves is most of an export's time.
+names, the quantize mode and the module's class (which the description names). torch.export's capture
+still runs on each call, since the key is computed from it; the lowering it saves is most of an export's
+time.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def cached_export(
     inputs = example_tuple(example_inputs)
     with eval_mode(module), torch.no_grad():
         captured = capture(module, inputs)
-    key = export_key(captured, inputs, quantize, names)
+    key = export_key(captured, inputs, quantize, names, type(module).__qualname__)
     with _lock:
         found = _entries.get(key)
         if found is not None:
@@ -63,8 +64,11 @@ def cached_export(
     return made
 
 
-def export_key(captured: Any, inputs: Sequence[Any], quantize: str | None, names: Sequence[str] | None) -> str:
-    """The digest that tells one export from another (see the module's docstring)."""
+def export_key(
+    captured: Any, inputs: Sequence[Any], quantize: str | None, names: Sequence[str] | None, label: str = ""
+) -> str:
+    """The digest that tells one export from another (see the module's docstring); ``label`` (the module's
+    class, which the metadata's description names) is part of it."""
     digest = hashlib.sha256()
 
     def add(*parts: Any) -> None:
@@ -72,7 +76,7 @@ def export_key(captured: Any, inputs: Sequence[Any], quantize: str | None, names
             data = part if isinstance(part, bytes) else repr(part).encode()
             digest.update(len(data).to_bytes(8, "little") + data)
 
-    add(quantize, None if names is None else tuple(names), captured.graph_module.code)
+    add(label, quantize, None if names is None else tuple(names), captured.graph_module.code)
     state = {**captured.state_dict, **captured.constants}
     for name in sorted(state):
         value = state[name]

@@ -46,7 +46,7 @@ class NotDelegated(Unsupported):
         else:
             head = f"{what} lowers to {partitions} TOSA programs, not one ({profile})"
         count = len(self.operators)
-        lines = [f"{head}: {count} operator(s) stay outside:" if count else f"{head}."]
+        lines = [f"{head}, {count} operator(s) stay outside" if count else f"{head}."]
         lines += [f"  {op}" for op in self.operators]
         where = f"{device.name} ({device.info.name})" if device is not None else "an IronAccel device"
         lines.append(
@@ -63,8 +63,8 @@ class CaptureFailed(Unsupported):
 def require_torch() -> Any:
     """The torch module, or Unsupported naming the install when torch or ExecuTorch is missing."""
     try:
-        import executorch  # noqa: F401  (the Arm TOSA backend lives in it)
         import torch
+        from executorch import exir  # noqa: F401  (its top level is a namespace package: any folder passes)
     except ImportError as exc:
         raise Unsupported(f"exporting from PyTorch needs torch and executorch ({exc}): {INSTALL}") from None
     return torch
