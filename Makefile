@@ -78,7 +78,7 @@ gpu-check:
 	scripts/gpu-check
 
 clean:
-	rm -rf $(VENV) $(TOSA_VENV) build .pytest_cache .cache/wheel-check
+	rm -rf $(VENV) $(TOSA_VENV) .venv-export build .pytest_cache .cache/wheel-check
 
 # make conformance - Arm's whole TOSA 1.0.2 suite (PRO-INT, PRO-FP, every 1.0 extension) on DEVICE (default cpu);
 # the suite is generated once into .cache/cts; the report lands in conformance-report/
