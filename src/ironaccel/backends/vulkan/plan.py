@@ -3,12 +3,12 @@
 Pure Python (no Vulkan object is touched), so it is tested on its own; :mod:`.program` turns a plan into
 buffers, descriptor sets and the one prerecorded command buffer.
 
-* Memory: :func:`ironaccel.tosa.analysis.plan_memory` lays out one arena for the block's tensors,
-  graph inputs and outputs included (``include_io``): submission copies bound input ranges into their
-  arena places and output places back out, so the command buffer never changes. Intermediates share
-  bytes where their live intervals allow; RESHAPE / IDENTITY results that the analysis makes views
-  take their source's bytes. Offsets are aligned to 256 bytes (and to the device's storage-buffer
-  offset alignment), which is also what lets BOOL kernels write whole 32-bit words.
+* Memory: :class:`ironaccel.tosa.arena.ArenaLayout` (:func:`ironaccel.tosa.analysis.plan_memory`) lays
+  out one arena for the block's tensors, graph inputs and outputs included (``include_io``): submission
+  copies bound input ranges into their arena places and output places back out, so the command buffer
+  never changes. Intermediates share bytes where their live intervals allow; RESHAPE / IDENTITY results
+  that the analysis makes views take their source's bytes. Offsets are aligned to 256 bytes (and to the
+  device's storage-buffer offset alignment), which is also what lets BOOL kernels write whole 32-bit words.
 * Constants: the CONST tensors some step or graph output uses, packed into one constants buffer that
   is uploaded once. RESHAPE / IDENTITY of a constant is folded at load into the same bytes.
 * Steps: each operator (in the analysis's execution order, dead ones skipped) becomes dispatches and
@@ -32,15 +32,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...core.errors import InternalError, ResourceLimit
-from ...tosa.analysis import analyze, plan_memory
-from ...tosa.errors import LoweringError
+from ...tosa.arena import ArenaLayout
 from ...tosa.ir import Operator, Program, Tensor
-from ...tosa.operators import Op
 from .ops import LOWERINGS
 from .ops.common import Dispatch, Place, Step
 
 ARENA_ALIGNMENT = 256
-_VIEW_OPS = (Op.RESHAPE, Op.IDENTITY)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +68,7 @@ class _Context:
     """The :class:`~.ops.common.LoweringContext` of one operator."""
 
     def __init__(self, planner: _Planner, operator: Operator) -> None:
-        block = planner.block
+        block = planner.layout.block
         self.planner = planner
         self.operator = operator
         self.inputs = tuple(block.tensor(n) for n in operator.inputs)
@@ -82,16 +79,16 @@ class _Context:
         self.matrix_tiles = planner.matrix_tiles
 
     def place(self, tensor: Tensor) -> Place:
-        return self.planner.place(tensor.name)
+        return self.planner.layout.place(tensor.name)
 
     def constant(self, index: int) -> np.ndarray | None:
-        return self.planner.constant_data(self.operator.inputs[index])
+        return self.planner.layout.constant_data(self.operator.inputs[index])
 
     def scratch(self, size: int) -> Place:
         return self.planner.scratch(size)
 
     def constant_place(self, key: str, data: np.ndarray) -> Place:
-        return self.planner.upload(key, data)
+        return self.planner.layout.upload(key, data)
 
 
 class _Planner:
@@ -104,97 +101,38 @@ class _Planner:
         max_shared_memory: int = 16384,
         matrix_tiles: frozenset[str] = frozenset(),
     ) -> None:
-        self.program = program
-        self.block = program.main
+        self.layout = ArenaLayout(program, alignment, "Vulkan")
         self.alignment = alignment
         self.max_groups = max_groups
         self.max_loop_iterations = max_loop_iterations
         self.max_shared_memory = max_shared_memory
         self.matrix_tiles = matrix_tiles
-        for t in self.block.tensors:
-            if t.unranked or any(d < 0 for d in t.shape):
-                raise LoweringError(f"tensor {t.name!r} has no static shape; the Vulkan backend needs static shapes")
-        # Folding policy: only RESHAPE / IDENTITY, whose result is the constant's own bytes.
-        self.analysis = analyze(self.block, program, foldable=lambda op: op.op in _VIEW_OPS)
-        self.memory = plan_memory(self.analysis, alignment, include_io=True, fold=True)
-        self.const_places: dict[str, Place] = {}
-        self.constants: list[tuple[int, np.ndarray]] = []
-        self.const_top = 0
         # Scratch: ranges one operator's steps use among themselves (fp16 operands widened to fp32),
         # past the tensors' bytes; every operator starts again at its base, and the barrier rule
         # orders one operator's use after the previous one's like any other reuse of arena bytes.
-        self.scratch_base = _align(self.memory.total_bytes, alignment)
+        self.scratch_base = self.layout.align(self.layout.memory.total_bytes)
         self.scratch_top = 0
         self.scratch_bytes = 0
 
-    def constant_root(self, name: str) -> Tensor | None:
-        """The tensor holding the data of constant (or folded view) ``name``. The chain of views ends:
-        the analysis has refused cyclic programs."""
-        while True:
-            t = self.block.tensor(name)
-            if t.data is not None and not t.variable:
-                return t
-            producer = self.analysis.producers.get(name)
-            if producer is None or self.block.operators[producer].op not in _VIEW_OPS:
-                return None
-            name = self.block.operators[producer].inputs[0]
-
-    def constant_data(self, name: str) -> np.ndarray | None:
-        root = self.constant_root(name) if name in self.analysis.folded else None
-        return None if root is None else root.data
-
-    def place(self, name: str) -> Place:
-        if name in self.memory.offsets:
-            return Place("arena", self.memory.offsets[name], self.memory.sizes[name])
-        if name in self.analysis.folded:
-            root = self.constant_root(name)
-            if root is None:
-                raise InternalError(f"folded tensor {name!r} has no constant data")
-            return self._const_place(root)
-        raise InternalError(f"tensor {name!r} was given no place (neither in the arena nor a constant)")
-
-    def _const_place(self, root: Tensor) -> Place:
-        return self.upload(root.name, root.data)
-
-    def upload(self, key: str, data: np.ndarray) -> Place:
-        """The constants-buffer place of ``data``, uploaded once at load under ``key``."""
-        found = self.const_places.get(key)
-        if found is None:
-            data = np.ascontiguousarray(data)
-            offset = _align(self.const_top, self.alignment)
-            found = Place("const", offset, data.nbytes)
-            self.const_places[key] = found
-            self.constants.append((offset, data))
-            self.const_top = offset + data.nbytes
-        return found
-
     def scratch(self, size: int) -> Place:
         offset = self.scratch_base + self.scratch_top
-        self.scratch_top += _align(max(size, 1), self.alignment)
+        self.scratch_top += self.layout.align(max(size, 1))
         self.scratch_bytes = max(self.scratch_bytes, self.scratch_top)
         return Place("arena", offset, size)
 
     def run(self) -> Plan:
-        block, dead = self.block, set(self.analysis.dead)
+        layout = self.layout
         steps: list[Step] = []
-        for index in self.analysis.order:
-            if index in dead:
-                continue
-            operator = block.operators[index]
+        for index, operator in layout.live_operators():
             lower = LOWERINGS.get(operator.op)
             if lower is None:  # admission lists exactly LOWERINGS; reaching here is a bug
                 raise InternalError(f"no Vulkan lowering for {operator.op.name} (operator #{index})")
             self.scratch_top = 0
             steps += lower(_Context(self, operator))
-        inputs = tuple(self.place(n) for n in block.inputs)
-        outputs = tuple(self.place(n) for n in block.outputs)
+        inputs, outputs = layout.io_places()
         arena = self.scratch_base + self.scratch_bytes + self.alignment
-        const = _align(self.const_top, self.alignment) + self.alignment if self.constants else 0
-        return Plan(arena, const, self.constants, steps, place_barriers(steps), inputs, outputs)
-
-
-def _align(n: int, alignment: int) -> int:
-    return -(-n // alignment) * alignment
+        const = layout.align(layout.const_top) + self.alignment if layout.constants else 0
+        return Plan(arena, const, layout.constants, steps, place_barriers(steps), inputs, outputs)
 
 
 def build(

@@ -1,7 +1,8 @@
 """What a lowering produces, and what lowerings of several groups share.
 
-A lowering turns one TOSA operator into steps over :class:`Place`\\ s (byte ranges of the program's arena
-or constants): a :class:`Launch` of a kernel, or a :class:`Copy`. Steps are plain data: the planner
+A lowering turns one TOSA operator into steps over :class:`~ironaccel.tosa.arena.Place`\\ s (byte ranges of
+the program's arena or constants): a :class:`Launch` of a kernel, or a :class:`~ironaccel.tosa.arena.Copy`
+(RESHAPE and IDENTITY's, :func:`~ironaccel.tosa.arena.view_or_copy`). Steps are plain data: the planner
 (``..plan``) lays them out without the driver, and ``..program`` resolves places to device addresses at
 load, packing each launch's argument block once (:func:`pack`).
 """
@@ -16,20 +17,13 @@ from typing import Protocol
 import numpy as np
 
 from ....core.errors import InternalError
+from ....tosa.arena import Copy, Place, view_or_copy
 from ....tosa.ir import Operator, Tensor
+from ....tosa.strides import broadcast_strides, coalesce
 from ..prelude import ARG_WORDS, MAX_OPERANDS, MAX_RANK, SCALARS
 
 BLOCK = 256  # threads per block of the elementwise kernels
 MAX_BLOCKS = 1 << 20  # a grid-stride loop covers what lies past this many blocks
-
-
-@dataclasses.dataclass(frozen=True)
-class Place:
-    """Where a tensor's bytes live: ``buffer`` "arena" (intermediates, inputs, outputs) or "const"."""
-
-    buffer: str
-    offset: int
-    size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,22 +58,6 @@ class Launch:
         return max(1, min(-(-self.count // BLOCK), MAX_BLOCKS))
 
 
-@dataclasses.dataclass(frozen=True)
-class Copy:
-    """``src``'s bytes into ``dst`` (of the same size), on the device."""
-
-    src: Place
-    dst: Place
-
-    @property
-    def reads(self) -> tuple[Place, ...]:
-        return (self.src,)
-
-    @property
-    def writes(self) -> tuple[Place, ...]:
-        return (self.dst,)
-
-
 Step = Launch | Copy
 
 
@@ -102,43 +80,6 @@ class LoweringContext(Protocol):
 Lowering = Callable[[LoweringContext], list[Step]]
 
 
-def contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
-
-
-def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
-    """Element strides of a contiguous ``shape`` read at ``out_shape``'s coordinates: 0 where it
-    broadcasts (TOSA's rule: equal ranks, each extent equal to the result's or 1)."""
-    own = contiguous_strides(shape)
-    return [0 if d == 1 and o != 1 else s for d, o, s in zip(shape, out_shape, own, strict=True)]
-
-
-Strides = tuple[tuple[int, ...], ...]
-
-
-def coalesce(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], Strides]:
-    """Drop extents of 1 and merge neighbours every operand walks contiguously (outer stride = inner
-    stride x inner extent), so that most kernels index one dimension: ``(dims, strides)``."""
-    dims: list[int] = []
-    merged: list[list[int]] = [[] for _ in strides]
-    for d, extent in enumerate(shape):
-        if extent == 1:
-            continue
-        if dims and all(m[-1] == s[d] * extent for m, s in zip(merged, strides, strict=True)):
-            dims[-1] *= extent
-            for m, s in zip(merged, strides, strict=True):
-                m[-1] = s[d]
-            continue
-        dims.append(extent)
-        for m, s in zip(merged, strides, strict=True):
-            m.append(s[d])
-    return tuple(dims), tuple(tuple(m) for m in merged)
-
-
 def elementwise_launch(
     ctx: LoweringContext, kernel: Kernel, operands: Sequence[Tensor], scalars: Sequence[int] = ()
 ) -> list[Step]:
@@ -150,15 +91,6 @@ def elementwise_launch(
     dims, strides = coalesce(out.shape, [broadcast_strides(t.shape, out.shape) for t in operands])
     reads = tuple(ctx.place(t) for t in operands)
     return [Launch(kernel, reads, ctx.place(out), count, dims, strides, tuple(int(s) for s in scalars))]
-
-
-def view_or_copy(ctx: LoweringContext) -> list[Step]:
-    """RESHAPE and IDENTITY: nothing when the planner made the result a view of the operand (the same
-    arena or constant bytes), else one copy (a graph input or output is involved)."""
-    src, dst = ctx.place(ctx.inputs[0]), ctx.place(ctx.outputs[0])
-    if src == dst or dst.size == 0:
-        return []
-    return [Copy(src, dst)]
 
 
 _ARGS = struct.Struct(f"<{MAX_OPERANDS + 1}Q{ARG_WORDS - MAX_OPERANDS - 1}q")
@@ -177,3 +109,20 @@ def pack(launch: Launch, address: Callable[[Place], int]) -> bytes:
         strides += own + [0] * (MAX_RANK - len(own))
     scalars = list(launch.scalars) + [0] * (SCALARS - len(launch.scalars))
     return _ARGS.pack(*ins, address(launch.write), launch.count, rank, *dims, *strides, *scalars)
+
+
+__all__ = [
+    "BLOCK",
+    "MAX_BLOCKS",
+    "Copy",
+    "Kernel",
+    "Launch",
+    "Lowering",
+    "LoweringContext",
+    "Place",
+    "Step",
+    "coalesce",
+    "elementwise_launch",
+    "pack",
+    "view_or_copy",
+]

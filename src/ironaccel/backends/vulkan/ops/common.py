@@ -1,9 +1,10 @@
 """What a lowering produces and the helpers lowerings of several groups share.
 
-A lowering turns one TOSA operator into :class:`Dispatch` and :class:`Copy` steps over :class:`Place`\\ s
-(byte ranges of the program's arena or constants buffer). Steps name the ranges they read and write,
-which is all the planner needs to place barriers. Descriptor bindings are a dispatch's reads, in order,
-then its writes: every shader declares its buffers in that order.
+A lowering turns one TOSA operator into :class:`Dispatch` and :class:`~ironaccel.tosa.arena.Copy` steps
+over :class:`~ironaccel.tosa.arena.Place`\\ s (byte ranges of the program's arena or constants buffer;
+RESHAPE and IDENTITY are :func:`~ironaccel.tosa.arena.view_or_copy`). Steps name the ranges they read and
+write, which is all the planner needs to place barriers. Descriptor bindings are a dispatch's reads, in
+order, then its writes: every shader declares its buffers in that order.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Protocol
 import numpy as np
 
 from ....core.errors import InternalError, ResourceLimit
+from ....tosa.arena import Copy, Place, view_or_copy
 from ....tosa.attributes import NanPropagationMode
 from ....tosa.capability import Constraint, zero_zero_points
 from ....tosa.dtypes import DType
 from ....tosa.ir import Operator, Tensor
+from ....tosa.strides import broadcast_strides, coalesce, contiguous_strides
 
 MAX_RANK = 6  # the kernels' push constants hold six dimensions (TOSA level 8K's rank limit)
 WORKGROUP = 64  # invocations per workgroup of the elementwise kernels (specialization constant 0)
@@ -39,15 +42,6 @@ ELEMENT_BYTES = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Place:
-    """Where a tensor's bytes live: ``buffer`` "arena" (intermediates, inputs, outputs) or "const"."""
-
-    buffer: str
-    offset: int
-    size: int
-
-
-@dataclasses.dataclass(frozen=True)
 class Dispatch:
     shader: str
     spec: tuple[int, ...]  # specialization constants 0, 1, ... (uint32 each)
@@ -59,20 +53,6 @@ class Dispatch:
     @property
     def bindings(self) -> tuple[Place, ...]:
         return (*self.reads, *self.writes)
-
-
-@dataclasses.dataclass(frozen=True)
-class Copy:
-    src: Place
-    dst: Place
-
-    @property
-    def reads(self) -> tuple[Place, ...]:
-        return (self.src,)
-
-    @property
-    def writes(self) -> tuple[Place, ...]:
-        return (self.dst,)
 
 
 Step = Dispatch | Copy
@@ -119,38 +99,6 @@ def nan_mode(ctx: LoweringContext) -> int:
     return 2 if mode == NanPropagationMode.IGNORE else 1
 
 
-def contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return strides[::-1]
-
-
-def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
-    """Element strides of a contiguous ``shape`` read at ``out_shape``'s coordinates: 0 where it broadcasts."""
-    return [0 if d == 1 and o != 1 else s for d, o, s in zip(shape, out_shape, contiguous_strides(shape), strict=True)]
-
-
-def coalesce(shape: Sequence[int], operands: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 dimensions and merge neighbours that every operand walks contiguously (outer stride =
-    inner stride x inner size), so most elementwise work indexes in one or two dimensions."""
-    dims: list[int] = []
-    strides: list[list[int]] = [[] for _ in operands]
-    for d, size in enumerate(shape):
-        if size == 1:
-            continue
-        if dims and all(s[-1] == op[d] * size for s, op in zip(strides, operands, strict=True)):
-            dims[-1] *= size
-            for s, op in zip(strides, operands, strict=True):
-                s[-1] = op[d]
-            continue
-        dims.append(size)
-        for s, op in zip(strides, operands, strict=True):
-            s.append(op[d])
-    return dims, strides
-
-
 def pad(values: Sequence[int]) -> list[int]:
     if len(values) > MAX_RANK:
         raise InternalError(f"{len(values)} dimensions after coalescing; the kernels take {MAX_RANK}")
@@ -185,9 +133,10 @@ def indexed_push(out_shape: Sequence[int], in_shapes: Sequence[Sequence[int]]) -
     """(element count, push constants) of a broadcasting kernel: n, rank, shape[6], one stride[6] per
     input. Rank 0 tells the kernel every input has the output's shape."""
     n = int(np.prod(out_shape, dtype=np.int64)) if out_shape else 1
+    dims: Sequence[int]
+    strides: Sequence[Sequence[int]]
     if all(tuple(s) == tuple(out_shape) for s in in_shapes):
-        dims: list[int] = []
-        strides: list[list[int]] = [[] for _ in in_shapes]
+        dims, strides = [], [[] for _ in in_shapes]
     else:
         dims, strides = coalesce(out_shape, [broadcast_strides(s, out_shape) for s in in_shapes])
         if not dims:  # everything is one element
@@ -208,10 +157,25 @@ def check_loops(ctx: LoweringContext, iterations: int) -> None:
         )
 
 
-def view_or_copy(ctx: LoweringContext) -> list[Step]:
-    """RESHAPE and IDENTITY: nothing when the planner made the result a view of the operand (the same
-    arena or constant bytes), else one buffer copy (a graph input or output is involved)."""
-    src, dst = ctx.place(ctx.inputs[0]), ctx.place(ctx.outputs[0])
-    if src == dst or dst.size == 0:
-        return []
-    return [Copy(src, dst)]
+__all__ = [
+    "ELEMENT_BYTES",
+    "FLOAT_ZERO_POINTS",
+    "MAX_RANK",
+    "WORKGROUP",
+    "Copy",
+    "Dispatch",
+    "Lowering",
+    "LoweringContext",
+    "Place",
+    "Step",
+    "check_loops",
+    "contiguous_strides",
+    "element_bytes",
+    "groups",
+    "indexed_push",
+    "nan_mode",
+    "pad",
+    "view_or_copy",
+    "word_groups",
+    "words",
+]
