@@ -15,6 +15,7 @@ TIMEOUT_S = 120  # each takes a few seconds; a two-core CI host under load, seve
 # example -> (its arguments, lines of its output that only a run that did its work prints)
 CASES = {
     "quickstart.py": (["cpu"], ["submit/wait into out=: same values"]),
+    "decode.py": (["cpu", "--steps", "8"], ["tokens match the numpy reference"]),
     "serve_and_guest.py": ([], ["outputs agree: yes, bit for bit", "daemon stopped: True, socket removed: True"]),
     "nvfp4_projection.py": ([], ["agree: yes"]),
 }
