@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -162,7 +164,8 @@ def generate_on_device(
 # -- the same model in numpy, the check ------------------------------------------------------------
 
 
-def reference_step(cfg: Config, w: dict[str, np.ndarray], caches: list[np.ndarray], token: int, pos: int):
+def reference_step(cfg: Config, w: dict[str, np.ndarray], caches: list[np.ndarray], token: int, pos: int) -> np.ndarray:
+    """One step in numpy, the same math as the program: writes row ``pos`` of the caches, returns the logits."""
     n, d = cfg.heads, cfg.head_dim
     cos, sin = rotary(cfg, pos)
 
@@ -189,7 +192,9 @@ def reference_step(cfg: Config, w: dict[str, np.ndarray], caches: list[np.ndarra
     return rms_norm(x, w["norm"]) @ w["head"]
 
 
-def generate_reference(step, zeros, cfg: Config, prompt: list[int], steps: int):
+def generate_reference(
+    step: Callable[[list[Any], int, int], Any], zeros: Callable[[], Any], cfg: Config, prompt: list[int], steps: int
+) -> tuple[list[int], list[np.ndarray], float]:
     """Greedy generation with a host ``step(caches, token, position)``: tokens, logits, seconds."""
     caches = [zeros() for _ in range(2 * cfg.layers)]
     tokens, logits, start = list(prompt), [], 0.0
@@ -203,7 +208,7 @@ def generate_reference(step, zeros, cfg: Config, prompt: list[int], steps: int):
     return tokens[len(prompt) :], logits, time.perf_counter() - start
 
 
-def torch_tokens_per_second(cfg: Config, weights: dict[str, np.ndarray], prompt: list[int], steps: int):
+def torch_tokens_per_second(cfg: Config, weights: dict[str, np.ndarray], prompt: list[int], steps: int) -> float | None:
     """The same model in torch (eager, on the CPU), when torch is installed: tokens/s, else None."""
     try:
         import torch
