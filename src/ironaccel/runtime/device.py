@@ -11,17 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from ..core.errors import InvalidArgument
+from ..nvfp4.quantize import QuantizedWeights
 from ..tosa.errors import FormatError, LoweringError
 from ..tosa.target import Target
 from ..tosa.working_set import NO_BOUND
 from . import reclaim
 from .accelerator import Accelerator
-from .device_array import DeviceArray, storage_dtype
+from .device_array import DeviceArray, DeviceQuantizedWeights, storage_dtype
 from .executable import Executable
 from .handles import Context, Queue
 from .holdings import DeviceHoldings
@@ -57,9 +58,21 @@ class Device:
     def __repr__(self) -> str:
         return f"<Device {self.name}: {self.info.name}>"
 
-    def array(self, source: Any, dtype: Any = None) -> DeviceArray:
+    @overload
+    def array(self, source: QuantizedWeights, dtype: None = None) -> DeviceQuantizedWeights: ...
+
+    @overload
+    def array(self, source: Any, dtype: Any = None) -> DeviceArray: ...
+
+    def array(self, source: Any, dtype: Any = None) -> DeviceArray | DeviceQuantizedWeights:
         """``source`` (a numpy array, anything ``np.asarray`` takes, or a DLPack array) copied onto the
-        device once, as a :class:`DeviceArray` that calls bind in place; ``dtype`` converts it first."""
+        device once, as a :class:`DeviceArray` that calls bind in place; ``dtype`` converts it first.
+        NVFP4 weights (``nvfp4.quantize(w)``) go up as a :class:`DeviceQuantizedWeights`, its three parts
+        written once, which a projection's call takes where its weight inputs are."""
+        if isinstance(source, QuantizedWeights):
+            if dtype is not None:
+                raise InvalidArgument("NVFP4 weights keep their own dtypes: give no dtype= with them")
+            return DeviceQuantizedWeights(self, source)
         if hasattr(source, "__dlpack__") and not isinstance(source, np.ndarray | DeviceArray):
             source = np.from_dlpack(source)
         arr = np.asarray(source, dtype=None if dtype is None else storage_dtype(dtype))

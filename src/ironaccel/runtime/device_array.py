@@ -5,6 +5,9 @@ Each array is one buffer of the device's context, in the device's own memory whe
 else in the domain the accelerator offers (SHARED, then HOST); its bytes cross to the host only when asked
 (``numpy()``, ``np.asarray``). DLPack exports a view of the buffer without a copy where the buffer is memory
 of this process (the CPU backend); elsewhere the bytes are not addressable and ``numpy()`` is the way out.
+
+NVFP4 weights go up as a :class:`DeviceQuantizedWeights`: one DeviceArray per part (packed codes, block
+scales, tensor scale), which a projection's call takes in place of those three inputs.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidArgument
+from ..nvfp4.quantize import QuantizedWeights
 from ..tosa.dtypes import DType
 from . import reclaim
 from .handles import Buffer
@@ -155,4 +159,84 @@ class DeviceArray:
         self.close()
 
 
-__all__ = ["DeviceArray", "resident_domain", "storage_dtype"]
+class DeviceQuantizedWeights:
+    """NVFP4 weights (an ``nvfp4.QuantizedWeights``) on ``device``: ``packed``, ``scales`` and
+    ``tensor_scale``, each a :class:`DeviceArray`, written once by ``Device.array(q)``.
+
+    Given to a projection's call where its weight inputs are (by position, or by name: ``weights`` for a
+    projection's unprefixed ``packed``, ``scales``, ``tensor_scale``; ``expert0`` for ``expert0.packed``
+    and its two siblings), it stands for its three parts in that order, each bound in place. Its parts do
+    not make the call's outputs DeviceArrays: that follows the activations alone.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) frees the three buffers, as does collection of the
+    object and its parts, and the device's ``close``."""
+
+    __slots__ = ("__weakref__", "device", "packed", "scales", "tensor_scale")
+
+    PARTS = ("packed", "scales", "tensor_scale")
+
+    def __init__(self, device: Device, q: QuantizedWeights) -> None:
+        """Write ``q`` onto ``device``: use ``Device.array(q)``."""
+        q.check()
+        made: list[DeviceArray] = []
+        try:
+            for part in q.operands:
+                arr = np.asarray(part)
+                made.append(DeviceArray(device, arr.shape, arr.dtype))
+                made[-1].write(arr)
+        except BaseException:
+            for array in made:
+                array.close()
+            raise
+        self.device = device
+        self.packed, self.scales, self.tensor_scale = made
+
+    @property
+    def parts(self) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+        """The three arrays in the order a projection takes them (as ``QuantizedWeights.operands``)."""
+        return self.packed, self.scales, self.tensor_scale
+
+    @property
+    def n(self) -> int:
+        return self.packed.shape[-2]
+
+    @property
+    def k(self) -> int:
+        return self.packed.shape[-1] * 2
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        """The stack's leading shape: () for one matrix, (batch,) for a batched projection's weights."""
+        return self.packed.shape[:-2]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(part.nbytes for part in self.parts)
+
+    @property
+    def closed(self) -> bool:
+        return any(part.closed for part in self.parts)
+
+    def __repr__(self) -> str:
+        state = " closed" if self.closed else ""
+        stack = f"{list(self.lead)} x " if self.lead else ""
+        return f"<DeviceQuantizedWeights NVFP4 {stack}(n={self.n}, k={self.k}) on {self.device.name}{state}>"
+
+    def to_host(self) -> QuantizedWeights:
+        """The weights read back into a new ``nvfp4.QuantizedWeights``: one read per part."""
+        tensor = self.tensor_scale.numpy()
+        return QuantizedWeights(self.packed.numpy(), self.scales.numpy(), tensor if tensor.ndim else tensor[()])
+
+    def close(self) -> None:
+        """Free the three buffers. Idempotent. Work still bound to them delays the free until it ends."""
+        for part in self.parts:
+            part.close()
+
+    def __enter__(self) -> DeviceQuantizedWeights:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["DeviceArray", "DeviceQuantizedWeights", "resident_domain", "storage_dtype"]

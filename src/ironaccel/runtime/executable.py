@@ -10,7 +10,9 @@ backend prepares submissions natively (ADR 0016), or started as a direct run it 
 A call given a :class:`~.device_array.DeviceArray` goes through the queue with that array's buffer bound in
 its slot for this call alone, in place of the buffer set's (no write of it, and, for an output, no read
 back); with DeviceArray inputs and no ``out``, the outputs come back as new DeviceArrays, which a next call
-binds in turn, so a chain of calls keeps its tensors on the device.
+binds in turn, so a chain of calls keeps its tensors on the device. NVFP4 weights uploaded once
+(:class:`~.device_array.DeviceQuantizedWeights`) stand for their three parts wherever a projection takes
+them; being weights, they leave the outputs numpy unless an activation input is a DeviceArray.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..core.errors import InvalidArgument, IronAccelError
 from . import reclaim
-from .device_array import DeviceArray
+from .device_array import DeviceArray, DeviceQuantizedWeights
 from .event import EventState
 from .handles import Buffer, Event, Program
 from .holdings import CallSet, ExecutableHoldings
@@ -42,6 +44,7 @@ _IO_USAGE = (
 )
 
 SMALL_OUTPUT_BYTES = 64 << 10  # outputs up to this size live in HOST memory where the device offers it
+_PARTS = DeviceQuantizedWeights.PARTS
 
 
 def _as_array(value: Any, spec: TensorSpec, index: int) -> Any:
@@ -117,10 +120,10 @@ class Executable:
         ``exe(x=a, y=b)``; or as one mapping, ``exe({"x": a, "y": b})`` (for names that are not Python
         identifiers, or an input called ``out``). ``out``: arrays (numpy or DeviceArrays) to write the
         outputs into. Outputs are numpy arrays, or new DeviceArrays when an input is one and ``out`` is
-        not given."""
+        not given (NVFP4 weights on the device do not count: see ``submit``)."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        if not self._direct or DeviceArray in map(type, arrays):
+        if not self._direct or DeviceArray in map(type, arrays) or DeviceQuantizedWeights in map(type, arrays):
             return self.submit(*arrays, out=out).wait()
         values = self._values(arrays)
         if out is None:
@@ -138,13 +141,21 @@ class Executable:
     def submit(self, *arrays: Any, out: Any = None, timeout: float | None = None, **named: Any) -> Run:
         """Start a call (inputs as for a call). ``out``: arrays to receive the outputs (one array, or one
         per output, each of the output's shape and storage dtype: numpy arrays writable and C-contiguous,
-        or DeviceArrays of this device); otherwise new arrays are made (DeviceArrays when an input is one)."""
+        or DeviceArrays of this device); otherwise new arrays are made (DeviceArrays when an input is one).
+
+        A :class:`DeviceQuantizedWeights` stands for the three inputs its parts fill (``packed``,
+        ``scales``, ``tensor_scale``, under a projection's prefix such as ``expert0.``), bound in place.
+        Its parts count as weights, not as device inputs: the outputs are DeviceArrays only when another
+        input is a DeviceArray, so a call on numpy activations gets numpy outputs."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
+        weights: frozenset[int] = frozenset()
+        if DeviceQuantizedWeights in map(type, arrays):
+            arrays, weights = self._expand(arrays)
         values = self._values(arrays)
         targets = self._targets(out)
         if DeviceArray in map(type, values) or (targets is not None and DeviceArray in map(type, targets)):
-            return self._submit_resident(values, targets, timeout)
+            return self._submit_resident(values, targets, timeout, weights)
         held = self._held
         acc = held.acc
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
@@ -171,15 +182,19 @@ class Executable:
         for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
             calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
 
-    def _submit_resident(self, values: list[Any], targets: list[Any] | None, timeout: float | None) -> Run:
+    def _submit_resident(
+        self, values: list[Any], targets: list[Any] | None, timeout: float | None, weights: frozenset[int]
+    ) -> Run:
         """A call binding DeviceArrays in place: through the queue, on a buffer set whose slots the arrays
-        take for this call alone (a prepared submission binds the set's own buffers, so none is used)."""
+        take for this call alone (a prepared submission binds the set's own buffers, so none is used).
+        ``weights``: the input slots that parts of DeviceQuantizedWeights fill."""
         for i, value in enumerate(values):
             if type(value) is DeviceArray:
                 self._own(value, f"input {i}")
-        if targets is None:  # device in, device out
+        if targets is None and any(type(v) is DeviceArray and i not in weights for i, v in enumerate(values)):
+            # device in, device out
             targets = [DeviceArray(self.device, spec.shape, spec.numpy_dtype) for spec in self.outputs]
-        for i, target in enumerate(targets):
+        for i, target in enumerate(targets or ()):
             if type(target) is DeviceArray and any(target is other for other in (*values, *targets[:i])):
                 raise InvalidArgument(
                     f"out[{i}] ({target!r}) is also an input or another output of the call: the device would"
@@ -192,7 +207,7 @@ class Executable:
             if not calls.buffers:
                 self._allocate(calls)
             bound = list(calls.buffers)
-            for slot, value in enumerate((*values, *targets)):
+            for slot, value in enumerate((*values, *(targets or ()))):
                 if type(value) is DeviceArray:
                     bound[slot] = value.buffer
                 elif slot < len(values) and value.size:
@@ -233,7 +248,14 @@ class Executable:
     def _by_name(self, arrays: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
         if arrays and named:
             raise InvalidArgument("give the inputs by position or by name, not both")
-        feeds = named or arrays[0]
+        feeds = dict(named or arrays[0])
+        firsts = set()  # where a DeviceQuantizedWeights goes, once, for its three inputs
+        for key, value in list(feeds.items()):
+            if type(value) is DeviceQuantizedWeights:
+                del feeds[key]
+                names = self._part_names(key)
+                firsts.add(self._input_index[names[0]])
+                feeds.update(dict.fromkeys(names, value))
         unknown = [n for n in feeds if n not in self._input_index]
         if unknown:
             known = ", ".join(repr(s.name) for s in self.inputs)
@@ -241,7 +263,62 @@ class Executable:
         missing = [s.name for s in self.inputs if s.name not in feeds]
         if missing:
             raise InvalidArgument(f"input {', '.join(map(repr, missing))} not given")
-        return [feeds[s.name] for s in self.inputs]
+        return [
+            feeds[s.name]
+            for i, s in enumerate(self.inputs)
+            if i in firsts or type(feeds[s.name]) is not DeviceQuantizedWeights
+        ]
+
+    def _part_names(self, key: str) -> list[str]:
+        """The inputs NVFP4 weights given as ``key`` fill: ``weights`` names the unprefixed three, any other
+        key the three under ``key.``; they must follow one another in the program's inputs."""
+        prefix = "" if key == "weights" else f"{key}."
+        names = [prefix + part for part in _PARTS]
+        first = self._input_index.get(names[0])
+        if first is None or [s.name for s in self.inputs[first : first + len(names)]] != names:
+            known = ", ".join(repr(s.name) for s in self.inputs)
+            raise InvalidArgument(
+                f"{key!r} is NVFP4 weights, which fill the inputs {', '.join(map(repr, names))} in turn; the"
+                f" inputs are {known}"
+            )
+        return names
+
+    def _expand(self, arrays: Sequence[Any]) -> tuple[list[Any], frozenset[int]]:
+        """``arrays`` with each DeviceQuantizedWeights replaced by its parts, checked against the inputs
+        they fill, and the input slots those parts take."""
+        flat: list[Any] = []
+        weights: set[int] = set()
+        for j, value in enumerate(arrays):
+            if type(value) is not DeviceQuantizedWeights:
+                flat.append(value)
+                continue
+            at = len(flat)
+            specs = self.inputs[at : at + len(_PARTS)]
+            names = [s.name for s in specs]
+            prefix = names[0].removesuffix(_PARTS[0]) if names else ""
+            if names != [prefix + part for part in _PARTS]:
+                known = ", ".join(repr(s.name) for s in self.inputs)
+                raise InvalidArgument(
+                    f"argument {j} is NVFP4 weights ({value!r}), which fill three inputs named packed, scales"
+                    f" and tensor_scale, but it lands on input {at} of ({known})"
+                )
+            if value.device is not self.device:
+                raise InvalidArgument(
+                    f"argument {j} is NVFP4 weights of {value.device!r}, but this executable runs on"
+                    f" {self.device!r}: copy them across with this device's array(q.to_host())"
+                )
+            if value.closed:
+                raise InvalidArgument(f"argument {j}: {value!r} was closed")
+            for part, spec in zip(value.parts, specs, strict=True):
+                if part.shape != spec.shape or part.dtype != spec.numpy_dtype:
+                    raise InvalidArgument(
+                        f"argument {j}: {value!r} does not fit this program: input {spec.name!r} must be"
+                        f" {spec.numpy_dtype}{list(spec.shape)}, the weights hold {part.dtype}{list(part.shape)}"
+                        " (the projection's n, k and batch must be those of the quantized weights)"
+                    )
+            flat.extend(value.parts)
+            weights.update(range(at, at + len(_PARTS)))
+        return flat, frozenset(weights)
 
     def _values(self, arrays: Sequence[Any]) -> list[Any]:
         if len(arrays) != len(self.inputs):
