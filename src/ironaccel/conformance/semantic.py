@@ -8,8 +8,9 @@ operator (the backend kit's null device) loads no program, so every case that ne
 program admitted: " and the refusal; on any other backend a refused program fails the case. Every case
 ends by checking that ``live_resources()`` is back to zero.
 
-The cases live by what they exercise (:mod:`.semantic_cases_objects`, :mod:`.semantic_cases_work`), on what
-they share (:mod:`.semantic_fixtures`); this module runs them, and its names stay the suite's entry.
+The cases live by what they exercise (:mod:`.semantic_cases_objects`, :mod:`.semantic_cases_work`,
+:mod:`.semantic_cases_arrays`), on what they share (:mod:`.semantic_fixtures`); this module runs them, and
+its names stay the suite's entry.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from ..runtime import Accelerator
-from . import semantic_cases_objects, semantic_cases_work  # noqa: F401 - each registers its cases into CASES
+from . import semantic_cases_arrays, semantic_cases_objects, semantic_cases_work  # noqa: F401 - each registers its cases
 from .semantic_fixtures import (
     CASES,
     IO,

@@ -16,7 +16,7 @@ Design choices:
 """
 
 from .accelerator import Accelerator, BoundRange
-from .device_array import DeviceArray
+from .device_array import DeviceArray, DeviceQuantizedWeights
 from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, SubmitRejected
 from .event import EventCore, EventState
 from .gate import HostGate
@@ -51,6 +51,7 @@ __all__ = [
     "Context",
     "Device",
     "DeviceArray",
+    "DeviceQuantizedWeights",
     "DeviceInfo",
     "Event",
     "Prepared",
