@@ -11,6 +11,8 @@ their storage contract — E2M1 values packed two per byte (low nibble first), o
     w_hat = nvfp4.dequantize(q)                # exact decode, (n, k) float32
     exe = dev.compile(nvfp4.Projection(m=m, n=n, k=k, activation="silu"))
     y, = exe(x, q.packed, q.scales, q.tensor_scale)   # y = act(x @ w_hat.T)
+    weights = dev.array(q)                     # or: the weights uploaded once, bound in place by every call
+    y, = exe(x, weights)
 
 It sits between the TOSA program model and the runtime: it uses TOSA's error types, and the runtime
 loads its artifacts (format id ``NVFP4_FORMAT``) on backends that declare them.
