@@ -79,6 +79,10 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.may_share_memory(a, b))
 
 
+# What a call binds in place instead of copying: one scan of the inputs' types finds either.
+_ON_DEVICE = frozenset({DeviceArray, DeviceQuantizedWeights})
+
+
 class Executable:
     """A program loaded on a device, callable with arrays.
 
@@ -123,7 +127,7 @@ class Executable:
         not given (NVFP4 weights on the device do not count: see ``submit``)."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        if not self._direct or DeviceArray in map(type, arrays) or DeviceQuantizedWeights in map(type, arrays):
+        if not self._direct or not _ON_DEVICE.isdisjoint(map(type, arrays)):
             return self.submit(*arrays, out=out).wait()
         values = self._values(arrays)
         if out is None:
