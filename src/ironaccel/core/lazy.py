@@ -9,9 +9,10 @@ lookup never misses an entry because its module was not imported yet.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
-from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -51,3 +52,23 @@ class LazyTable(Generic[K, V]):
     def entries(self) -> dict[K, V]:
         """The entries registered so far (without importing anything)."""
         return self._entries
+
+
+def lazy_names(package: str, where: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module ``__getattr__`` and ``__dir__`` of ``package`` for names imported on first use: ``where``
+    maps each name to the submodule (relative to the package) that defines it. A name, once imported,
+    joins the package's namespace, so later lookups do not come here. Importing the package stays cheap:
+    nothing of ``where`` is imported until asked for."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *where})
+
+    return __getattr__, __dir__

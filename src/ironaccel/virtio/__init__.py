@@ -12,8 +12,9 @@ that must not load the engine and the runtime's accelerator behind it (ADR 0030)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from .engine import DeviceEngine
@@ -29,19 +30,7 @@ _LAZY = {
     "ObjectCounts": "engine_objects",
     "ResetReport": "engine_objects",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups find it without coming here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = ["DeviceEngine", "GuestQuota", "GuestSession", "ObjectCounts", "ResetReport"]

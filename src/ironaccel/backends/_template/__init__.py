@@ -39,29 +39,16 @@ device's calls.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ...core.lazy import lazy_names
 
 # Where each name the package offers lives; imported on first use, so importing the package stays cheap.
 _LAZY = {
-    "NAME": ".registration",
-    "REGISTRATION": ".registration",
-    "TemplateAccelerator": ".accelerator",
-    "open_accelerator": ".accelerator",
+    "NAME": "registration",
+    "REGISTRATION": "registration",
+    "TemplateAccelerator": "accelerator",
+    "open_accelerator": "accelerator",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = ["NAME", "REGISTRATION", "TemplateAccelerator", "open_accelerator"]

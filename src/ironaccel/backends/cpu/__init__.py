@@ -40,11 +40,11 @@ The interpreter and what it runs on:
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ...core.lazy import lazy_names
 from ...tosa.ir import Program
 
 if TYPE_CHECKING:
@@ -77,17 +77,8 @@ def run(program: ProgramSource, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     return load(program).run(inputs)
 
 
-def __getattr__(name: str) -> Any:
-    """``CompiledProgram``, imported from the interpreter when first asked for."""
-    if name != "CompiledProgram":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = importlib.import_module(f"{__name__}.interpreter").CompiledProgram
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), "CompiledProgram"})
+# ``CompiledProgram`` comes from the interpreter when first asked for.
+__getattr__, __dir__ = lazy_names(__name__, {"CompiledProgram": "interpreter"})
 
 
 __all__ = ["CompiledProgram", "load", "run"]
