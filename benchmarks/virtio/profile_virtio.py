@@ -4,13 +4,14 @@ back, for a bare GET_DEVICE_INFO and for a 1-operator ``exe(x, y)`` (ADD over fp
 
     .venv/bin/python benchmarks/virtio/profile_virtio.py [--device cpu] [-n 2000] [--repeats 3]
 
-Each repeat starts ``ironaccel serve`` twice as a subprocess: once as it is, to time the unwrapped round
-trips, and once through ``profile_daemon.py``, which stamps each daemon-side stage. This process wraps its
-own stages likewise (nothing in the package changes). After a warm-up, ``-n`` round trips of each kind
-are stamped; the daemon writes its stamps when it exits, and the two lists are lined up by time (every
+Each repeat starts ``ironaccel serve`` twice as subprocesses: one as it is, for the unwrapped round
+trips, and one through ``profile_daemon.py``, which stamps each daemon-side stage. This process wraps its
+own stages likewise (nothing in the package changes). After a warm-up, the two are served in alternating
+blocks of ``--block`` round trips (so that load from other work on the machine falls on both alike) until
+each has ``-n``; the daemon writes its stamps when it exits, and the two lists are lined up by time (every
 stamp is ``time.monotonic_ns()``, one clock for both processes). Prints the median and p90 of each stage
 and of the whole round trip, and the unwrapped round trip beside it: the difference is the wrappers' own
-cost. What each stage includes: benchmarks/virtio/README.md. Prints only; nothing is written.
+cost. What each stage includes, and a run: benchmarks/README.md ("virtio-accel"). Prints only.
 """
 
 from __future__ import annotations
