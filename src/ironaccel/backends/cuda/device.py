@@ -183,6 +183,19 @@ class CudaDevice:
             self._owned[kind].discard(obj)
             return True
 
+    def release(self, kind: str, obj: Any) -> bool:
+        """Forget ``obj`` and destroy it in the device's context. Nothing to do when close() has destroyed
+        it already. False when the device was closed between the two: the context's release then takes the
+        handles with it, and ``obj`` was not destroyed here."""
+        if not self.forget(kind, obj):
+            return True  # close() destroyed it
+        try:
+            with self.use():
+                obj.destroy()
+        except DeviceLost:
+            return False
+        return True
+
     def synchronize(self, what: str) -> None:
         """Wait for the transfer stream (the copies of ``write_buffer`` and ``read_buffer``)."""
         check(self.api.cuStreamSynchronize(self.transfer_stream), what)

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import DeviceLost
 from ...runtime.accelerator import Accelerator
 from ...runtime.types import BufferDesc, BufferInfo, MemoryDomain
 from .device import CudaDevice
@@ -129,10 +128,4 @@ class CudaMemory(Accelerator):
             self.device.synchronize("read_buffer")
 
     def _free(self, native: CudaBuffer) -> None:
-        if not self.device.forget("buffer", native):
-            return  # close() destroyed it
-        try:
-            with self.device.use():
-                native.destroy()
-        except DeviceLost:
-            pass  # closed meanwhile: releasing the handle still succeeds
+        self.device.release("buffer", native)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import DeviceLost, ResourceLimit
+from ...core.errors import ResourceLimit
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.handles import Context
 from . import plan as planning
@@ -151,10 +151,4 @@ class CudaPrograms(Accelerator):
         return loaded, loaded.resident_bytes
 
     def _unload(self, native: LoadedProgram) -> None:
-        if not self.device.forget("program", native):
-            return  # close() destroyed it
-        try:
-            with self.device.use():
-                native.destroy()
-        except DeviceLost:
-            pass  # closed meanwhile: releasing the handle still succeeds
+        self.device.release("program", native)

@@ -128,13 +128,8 @@ class CudaSubmission(Accelerator):
         return queue
 
     def _destroy_queue(self, native: CudaQueue) -> None:
-        if not self.device.forget("queue", native):
-            return  # close() destroyed it
-        try:
-            with self.device.use():
-                native.destroy()
-        except DeviceLost:
-            native.close()  # closed meanwhile: releasing the handle still succeeds
+        if not self.device.release("queue", native):
+            native.close()  # the device closed meanwhile: its worker thread still goes
 
     def _submit(self, queue: CudaQueue, program: LoadedProgram, ranges: Sequence[BoundRange], event: EventCore) -> None:
         queue.put(lambda: queue.run(program, ranges, event))
