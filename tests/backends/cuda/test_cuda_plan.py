@@ -103,11 +103,11 @@ def test_the_argument_block_has_the_prelude_s_layout():
     )
     bases = {"arena": 0x10000, "const": 0x20000}
     words = struct.unpack(f"<{prelude.ARG_WORDS}q", pack(launch, lambda p: bases[p.buffer] + p.offset))
-    assert len(words) == prelude.ARG_WORDS == 34
+    assert len(words) == prelude.ARG_WORDS == 46
     assert words[:4] == (0x10000, 0x20100, 0, 0x10200) and words[4:6] == (6, 2)
     assert words[6:12] == (2, 3, 1, 1, 1, 1)
     assert words[12:18] == (3, 1, 0, 0, 0, 0) and words[18:24] == (0, 1, 0, 0, 0, 0)
-    assert words[30:] == (7, 0, 0, 0)
+    assert words[30:] == (7,) + (0,) * 15
     assert "long long scalars[IA_SCALARS];" in prelude.ARGS  # the last field, as packed
 
 

@@ -16,7 +16,8 @@ and ml_dtypes over every 16-bit pattern without a GPU (tests/backends/cuda).
 The argument block (:data:`ARGS`) is one struct of 64-bit words passed by value as a ``__grid_constant__``
 parameter (read where the driver placed it, never copied per thread): operand and result addresses, the
 element count, the result's extents (outermost first) and each operand's element strides over them (0 where
-it broadcasts), and four scalar words (a shift, clamp bounds as fp32 bits, a NaN mode).
+it broadcasts), and sixteen scalar words (shifts, bounds as fp32 bits, NaN modes, the extents and strides of a
+reduced axis or a window: each lowering says what it puts there).
 :mod:`.ops.common` packs it with the same layout (:data:`ARG_WORDS`).
 """
 
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 MAX_OPERANDS = 3
 MAX_RANK = 6
-SCALARS = 4
-# The argument block's 64-bit words: in[3], out, count, rank, dims[6], strides[3][6], scalars[4].
+SCALARS = 16
+# The argument block's 64-bit words: in[3], out, count, rank, dims[6], strides[3][6], scalars[16].
 ARG_WORDS = MAX_OPERANDS + 1 + 2 + MAX_RANK + MAX_OPERANDS * MAX_RANK + SCALARS
 
 DEVICE_HEADER = """\

@@ -36,6 +36,13 @@ CTYPES: dict[DType, CType] = {
     DType.INT32: CType("int", "int"),
     DType.FP16: CType("unsigned short", "float", "ia_f16_to_f32({})", "ia_f32_to_f16({})"),
     DType.BF16: CType("unsigned short", "float", "ia_bf16_to_f32({})", "ia_f32_to_bf16({})"),
+    # The narrow integers compute in int, stored truncated (a result's range is the lowering's concern);
+    # INT4 is held one value per byte and INT48 in 64 bits, as the runtime's host arrays hold them.
+    DType.INT4: CType("signed char", "int", store="(signed char)({})"),
+    DType.INT8: CType("signed char", "int", store="(signed char)({})"),
+    DType.INT16: CType("short", "int", store="(short)({})"),
+    DType.INT48: CType("long long", "long long"),
+    DType.BOOL: CType("unsigned char", "int", store="(unsigned char)(({}) != 0)"),
 }
 
 
