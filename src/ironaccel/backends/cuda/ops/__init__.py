@@ -11,23 +11,31 @@ from __future__ import annotations
 
 from . import (  # each group module registers its lowerings as it is imported
     activation,
+    comparison,
     data_layout,
     data_nodes,
     elementwise_binary,
+    elementwise_ternary,
     elementwise_unary,
+    reduction,
     shape,
+    tensor,
     type_conversion,
 )
 from .registry import lowering_for, registrations
 
 __all__ = [
     "activation",
+    "comparison",
     "data_layout",
     "data_nodes",
     "elementwise_binary",
+    "elementwise_ternary",
     "elementwise_unary",
     "lowering_for",
+    "reduction",
     "registrations",
     "shape",
+    "tensor",
     "type_conversion",
 ]

@@ -1,9 +1,12 @@
-"""CLAMP, TANH and SIGMOID on fp32, fp16 and bf16 (computed in fp32, rounded once to the result's type).
+"""CLAMP, TANH, SIGMOID and ERF on fp32, fp16 and bf16 (computed in fp32, rounded once to the result's
+type), and CLAMP of int8 and int16.
 
 CLAMP is TOSA's ``apply_clip_s``: the maximum with the lower bound, then the minimum with the upper one,
 each with the attribute's NaN mode (so an ignored NaN comes out as the lower bound). The bounds are the
 attribute's bytes in the input's type, widened exactly to fp32 at load and passed as fp32 bits in the
-argument block's scalars. SIGMOID is 1 / (1 + e^-x), which saturates to 0 and 1 without a NaN.
+argument block's scalars. The integer CLAMP's bounds are the attribute's bytes as a signed integer of the
+input's type, and it is the same max-then-min (exact). SIGMOID is 1 / (1 + e^-x), which saturates to 0 and
+1 without a NaN; ERF is CUDA's erff (within 2 units in the last place).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ CLAMP = (
     "ia_min_f32(ia_max_f32(x0, ia_float((unsigned)a.scalars[0]), a.scalars[2]),"
     " ia_float((unsigned)a.scalars[1]), a.scalars[2])"
 )
+# scalars: the lower and upper bounds
+_RAISED = "(x0 < (int)a.scalars[0] ? (int)a.scalars[0] : x0)"
+CLAMP_INT = f"({_RAISED} > (int)a.scalars[1] ? (int)a.scalars[1] : {_RAISED})"
+INT_BYTES = {DType.INT8: 1, DType.INT16: 2}
 
 
 def bound_bits(raw: bytes, dtype: DType) -> int:
@@ -42,6 +49,13 @@ def clamp(ctx: LoweringContext) -> list[Step]:
     return unary_steps(ctx, CLAMP, scalars)
 
 
+@lowering(Op.CLAMP, signatures=in_out("int8", "int16"))
+def clamp_integer(ctx: LoweringContext) -> list[Step]:
+    attr, size = ctx.operator.attribute, INT_BYTES[ctx.inputs[0].dtype]
+    bounds = (int.from_bytes(bytes(raw[:size]), "little", signed=True) for raw in (attr.min_val, attr.max_val))
+    return unary_steps(ctx, CLAMP_INT, tuple(bounds))
+
+
 @lowering(Op.TANH, signatures=in_out(*FLOATS))
 def tanh(ctx: LoweringContext) -> list[Step]:
     return unary_steps(ctx, "tanhf(x0)")
@@ -50,3 +64,8 @@ def tanh(ctx: LoweringContext) -> list[Step]:
 @lowering(Op.SIGMOID, signatures=in_out(*FLOATS))
 def sigmoid(ctx: LoweringContext) -> list[Step]:
     return unary_steps(ctx, "1.0f / (1.0f + expf(-x0))")
+
+
+@lowering(Op.ERF, signatures=in_out(*FLOATS))
+def erf(ctx: LoweringContext) -> list[Step]:
+    return unary_steps(ctx, "erff(x0)")
