@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -132,6 +133,9 @@ class CudaDevice:
         self._users = 0
         self.closed = False
         self._owned: dict[str, set[Any]] = {kind: set() for kind in KINDS}
+        self._blas: Any = None
+        # A binding without graphs (the tests' stand-in driver) has every command enqueued one by one.
+        self.graphs = hasattr(driver, "cuGraphLaunch") and os.environ.get("IRONACCEL_CUDA_GRAPHS", "1") != "0"
         try:
             self.current()
             # Not blocking: the legacy default stream, which would order it against every queue, is never used.
@@ -196,6 +200,15 @@ class CudaDevice:
             return False
         return True
 
+    def blas(self) -> Any:
+        """The device's cuBLASLt handle (:mod:`.blas`), made on first use with the context current."""
+        with self._cond:
+            if self._blas is None:
+                from .blas import Handle
+
+                self._blas = Handle()
+            return self._blas
+
     def synchronize(self, what: str) -> None:
         """Wait for the transfer stream (the copies of ``write_buffer`` and ``read_buffer``)."""
         check(self.api.cuStreamSynchronize(self.transfer_stream), what)
@@ -218,6 +231,8 @@ class CudaDevice:
         for objects in owned:
             for obj in objects:
                 obj.destroy()
+        if self._blas is not None:
+            self._blas.destroy()
         driver.cuStreamDestroy(self.transfer_stream)
         driver.cuDevicePrimaryCtxRelease(self.handle)
 

@@ -29,7 +29,7 @@ from ...tosa.arena import ArenaLayout
 from ...tosa.errors import LoweringError
 from ...tosa.ir import Operator, Program, Tensor
 from .ops import lowering_for
-from .ops.common import Kernel, Launch, Place, Step
+from .ops.common import Gemm, Kernel, Launch, Place, Step
 
 ALIGNMENT = 256
 
@@ -38,6 +38,7 @@ ALIGNMENT = 256
 class Plan:
     arena_bytes: int  # 0 when nothing lives in the arena
     const_bytes: int  # 0 when no constant is needed on the device
+    scratch_bytes: int  # what the lowerings staged between their own steps (one region, reused by each)
     constants: tuple[tuple[int, np.ndarray], ...]  # (offset, storage array) to upload
     steps: tuple[Step, ...]
     inputs: tuple[Place, ...]  # per graph input, in order
@@ -46,6 +47,10 @@ class Plan:
     @property
     def launches(self) -> tuple[Launch, ...]:
         return tuple(s for s in self.steps if isinstance(s, Launch))
+
+    @property
+    def gemms(self) -> tuple[Gemm, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Gemm))
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
@@ -62,6 +67,13 @@ class _Context:
         self.operator = operator
         self.inputs = tuple(block.tensor(n) for n in operator.inputs)
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
+        self.scratch_top = 0
+
+    def scratch(self, size: int) -> Place:
+        # Steps of one run follow each other on one stream, so each operator's staging starts again at 0.
+        place = Place("scratch", self.scratch_top, size)
+        self.scratch_top = self.layout.align(self.scratch_top + size)
+        return place
 
     def place(self, tensor: Tensor) -> Place:
         return self.layout.place(tensor.name)
@@ -74,6 +86,7 @@ def build(program: Program) -> Plan:
     """The plan of ``program`` (validated; LoweringError for what the operator table cannot run)."""
     layout = ArenaLayout(program, ALIGNMENT, "CUDA")
     steps: list[Step] = []
+    scratch = 0
     for index, operator in layout.live_operators():
         ctx = _Context(layout, operator)
         lower = lowering_for(operator, ctx.inputs, ctx.outputs)
@@ -83,10 +96,12 @@ def build(program: Program) -> Plan:
                 f"operator #{index} {operator.op.name}: the CUDA backend has no lowering for it ({types})"
             )
         steps += lower(ctx)
+        scratch = max(scratch, ctx.scratch_top)
     inputs, outputs = layout.io_places()
     return Plan(
         arena_bytes=layout.align(layout.memory.total_bytes),
         const_bytes=layout.align(layout.const_top),
+        scratch_bytes=scratch,
         constants=tuple(layout.constants),
         steps=tuple(steps),
         inputs=inputs,

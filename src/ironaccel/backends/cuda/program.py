@@ -4,9 +4,15 @@
 descriptor before ``_load`` runs. ``_load`` plans it (:mod:`.plan`: every operator through the operator
 table, the intermediates into one arena by liveness, constants apart), refuses a plan that would keep
 more than the caller's bound (ResourceLimit, before anything is allocated), then compiles and loads each
-distinct kernel (:mod:`.kernels`), allocates the arena and the constants, uploads the constants once and
-packs every launch's argument block with its final addresses. A run then only copies the bound inputs in,
-launches, and copies the outputs out (:meth:`LoadedProgram.enqueue`).
+distinct kernel (:mod:`.kernels`), allocates the arena, the constants, the lowerings' scratch and (for a
+program with products) cuBLASLt's workspace, uploads the constants once, packs every launch's argument
+block with its final addresses and plans each product (:mod:`.blas`). A run copies the bound inputs in,
+runs the commands, and copies the outputs out (:meth:`LoadedProgram.enqueue`).
+
+One launch per run: the first run with a set of bound ranges is captured from its stream into a CUDA
+graph, and every later run with the same ranges replays it (``cuGraphLaunch``), which costs the host one
+driver call where each command would cost one. Graphs are keyed by the ranges' device addresses, as the
+captured copies hold them.
 
 The arena is the program's own: runs of one program on several queues take turns (:attr:`LoadedProgram.lock`,
 held by a run until its work has finished on the device).
@@ -14,6 +20,7 @@ held by a run until its work has finished on the device).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -23,19 +30,25 @@ import numpy as np
 from ...core.errors import ResourceLimit
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.handles import Context
+from ...tosa.dtypes import DType
 from . import plan as planning
 from .device import CudaDevice
-from .driver import check
+from .driver import check, status_name
 from .kernels import Modules
-from .ops.common import BLOCK, Copy, Launch, Place, pack
+from .ops.common import BLOCK, Copy, Gemm, Launch, Place, pack
 from .prelude import ARG_WORDS
 
 ARG_BYTES = 8 * ARG_WORDS
+GRAPHS_KEPT = 8  # captured graphs a program keeps, one per set of bound ranges, the least recent dropped
 
 
 def resident_bytes(plan: planning.Plan) -> int:
-    """What a loaded program of ``plan`` keeps: its arena, its constants and its packed launches."""
-    return plan.arena_bytes + plan.const_bytes + ARG_BYTES * len(plan.launches)
+    """What a loaded program of ``plan`` keeps: its arena, constants, scratch, cuBLASLt workspace and
+    packed launches."""
+    from .blas import WORKSPACE_BYTES
+
+    workspace = WORKSPACE_BYTES if plan.gemms else 0
+    return plan.arena_bytes + plan.const_bytes + plan.scratch_bytes + workspace + ARG_BYTES * len(plan.launches)
 
 
 class _Launch:
@@ -63,6 +76,25 @@ class _Copy:
         check(driver.cuMemcpyAsync(self.dst, self.src, self.size, stream), "cuMemcpyAsync")
 
 
+class _Gemm:
+    """A product planned for its operands' addresses (:class:`.blas.MatmulPlan`)."""
+
+    def __init__(self, plan: Any, a: int, b: int, d: int, workspace: int) -> None:
+        self.plan, self.a, self.b, self.d, self.workspace = plan, a, b, d, workspace
+
+    def enqueue(self, driver: Any, stream: Any) -> None:
+        self.plan.enqueue(self.a, self.b, self.d, self.workspace, int(stream))
+
+
+def _types(step: Gemm) -> Any:
+    from . import blas
+
+    fp = {DType.FP32: blas.R_32F, DType.FP16: blas.R_16F, DType.BF16: blas.R_16BF}
+    if step.operands is DType.INT8:
+        return blas.Types(blas.R_8I, blas.R_32I, blas.COMPUTE_32I, blas.R_32I)
+    return blas.Types(fp[step.operands], fp[step.result], blas.COMPUTE_32F, blas.R_32F)
+
+
 class LoadedProgram:
     """A program resident on the device: its arena and constants, its commands, its input and output
     places. Made and destroyed with the device in use by the caller."""
@@ -75,18 +107,29 @@ class LoadedProgram:
         driver = device.api
         functions = {k.source: modules.function(k) for k in plan.kernels}
         self.arena = int(check(driver.cuMemAlloc(plan.arena_bytes), "cuMemAlloc(arena)")) if plan.arena_bytes else 0
-        self.consts = 0
+        self.consts = self.scratch = self.workspace = 0
+        self.gemms: list[Any] = []  # the products' cuBLASLt plans, destroyed with the program
+        self.graphs: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self.graphs_refused: str | None = None
         try:
+            if plan.scratch_bytes:
+                self.scratch = int(check(driver.cuMemAlloc(plan.scratch_bytes), "cuMemAlloc(scratch)"))
+            if plan.gemms:
+                from .blas import WORKSPACE_BYTES
+
+                self.workspace = int(check(driver.cuMemAlloc(WORKSPACE_BYTES), "cuMemAlloc(workspace)"))
             if plan.const_bytes:
                 self.consts = int(check(driver.cuMemAlloc(plan.const_bytes), "cuMemAlloc(constants)"))
                 self._upload()
-            self.commands: list[_Launch | _Copy] = []
+            self.commands: list[_Launch | _Copy | _Gemm] = []
             for step in plan.steps:
                 if isinstance(step, Launch):
                     args = pack(step, self.address)
                     self.commands.append(_Launch(functions[step.kernel.source], step.grid, args))
                 elif isinstance(step, Copy):
                     self.commands.append(_Copy(self.address(step.dst), self.address(step.src), step.dst.size))
+                elif isinstance(step, Gemm):
+                    self.commands.append(self._gemm(step))
             self.inputs = tuple(self.address(p) for p in plan.inputs)
             self.outputs = tuple(self.address(p) for p in plan.outputs)
         except BaseException:
@@ -94,7 +137,18 @@ class LoadedProgram:
             raise
 
     def address(self, place: Place) -> int:
-        return (self.arena if place.buffer == "arena" else self.consts) + place.offset
+        base = {"arena": self.arena, "const": self.consts, "scratch": self.scratch}[place.buffer]
+        return base + place.offset
+
+    def _gemm(self, step: Gemm) -> _Gemm:
+        from .blas import WORKSPACE_BYTES, MatmulPlan
+
+        handle = self.device.blas()
+        types = _types(step)
+        shape = (step.batch, step.m, step.n, step.k)
+        found = MatmulPlan(handle, types, *shape, step.b_transposed, WORKSPACE_BYTES)
+        self.gemms.append(found)
+        return _Gemm(found, self.address(step.a), self.address(step.b), self.address(step.out), self.workspace)
 
     def _upload(self) -> None:
         staging = np.zeros(self.plan.const_bytes, dtype=np.uint8)
@@ -106,8 +160,55 @@ class LoadedProgram:
         self.device.synchronize("uploading constants")
 
     def enqueue(self, stream: Any, ranges: Sequence[BoundRange]) -> None:
-        """Put one run on ``stream``: the bound inputs copied into their places, the commands, the outputs
-        copied out to their bound ranges (the device in use by the caller)."""
+        """Put one run on ``stream`` (the device in use by the caller): where the driver has graphs, the
+        run's graph for these bound ranges, captured on first use; otherwise its commands one by one."""
+        if not self.device.graphs or self.graphs_refused is not None:
+            self._enqueue_commands(stream, ranges)
+            return
+        key = tuple((r.slot, r.native.device + r.offset, r.length) for r in ranges)
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self._capture(stream, ranges)
+            if graph is None:
+                self._enqueue_commands(stream, ranges)
+                return
+            self.graphs[key] = graph
+            while len(self.graphs) > GRAPHS_KEPT:
+                self._destroy_graph(self.graphs.popitem(last=False)[1])
+        else:
+            self.graphs.move_to_end(key)
+        check(self.device.api.cuGraphLaunch(graph[1], stream), "cuGraphLaunch")
+
+    def _capture(self, stream: Any, ranges: Sequence[BoundRange]) -> tuple[Any, Any] | None:
+        """The run's commands for ``ranges`` captured from ``stream`` into an instantiated graph; None (and
+        the reason kept in :attr:`graphs_refused`, after which runs go command by command) when the
+        driver refuses to capture or instantiate it."""
+        driver = self.device.api
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        check(driver.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+        try:
+            self._enqueue_commands(stream, ranges)
+        except BaseException:
+            driver.cuStreamEndCapture(stream)
+            raise
+        result, graph = driver.cuStreamEndCapture(stream)
+        if status_name(result) != "CUDA_SUCCESS":
+            self.graphs_refused = f"cuStreamEndCapture: {status_name(result)}"
+            return None
+        result, executable = driver.cuGraphInstantiate(graph, 0)
+        if status_name(result) != "CUDA_SUCCESS":
+            driver.cuGraphDestroy(graph)
+            self.graphs_refused = f"cuGraphInstantiate: {status_name(result)}"
+            return None
+        return graph, executable
+
+    def _destroy_graph(self, graph: tuple[Any, Any]) -> None:
+        self.device.api.cuGraphExecDestroy(graph[1])
+        self.device.api.cuGraphDestroy(graph[0])
+
+    def _enqueue_commands(self, stream: Any, ranges: Sequence[BoundRange]) -> None:
+        """The bound inputs copied into their places, the commands, the outputs copied out to their bound
+        ranges."""
         driver = self.device.api
         n_inputs = len(self.inputs)
         for r in ranges:
@@ -121,10 +222,14 @@ class LoadedProgram:
 
     def destroy(self) -> None:
         driver = self.device.api
-        for address in (self.arena, self.consts):
+        while self.graphs:
+            self._destroy_graph(self.graphs.popitem()[1])
+        while self.gemms:
+            self.gemms.pop().destroy()
+        for address in (self.arena, self.consts, self.scratch, self.workspace):
             if address:
                 driver.cuMemFree(address)
-        self.arena = self.consts = 0
+        self.arena = self.consts = self.scratch = self.workspace = 0
 
 
 class CudaPrograms(Accelerator):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ....core.errors import InternalError
 from ....tosa.arena import Copy, Place, view_or_copy
+from ....tosa.dtypes import DType
 from ....tosa.ir import Operator, Tensor
 from ....tosa.strides import broadcast_strides, coalesce
 from ..prelude import ARG_WORDS, MAX_OPERANDS, MAX_RANK, SCALARS
@@ -58,7 +59,33 @@ class Launch:
         return max(1, min(-(-self.count // BLOCK), MAX_BLOCKS))
 
 
-Step = Launch | Copy
+@dataclasses.dataclass(frozen=True)
+class Gemm:
+    """One library matrix product ``out[batch, m, n] = a[batch, m, k] b[batch, k, n]`` (all row-major; with
+    ``b_transposed``, ``b`` holds ``[batch, n, k]``), run by cuBLASLt (``..blas``) over the operand and
+    result types ``operands`` / ``result``."""
+
+    a: Place
+    b: Place
+    out: Place
+    batch: int
+    m: int
+    n: int
+    k: int
+    operands: DType
+    result: DType
+    b_transposed: bool = False
+
+    @property
+    def reads(self) -> tuple[Place, ...]:
+        return (self.a, self.b)
+
+    @property
+    def writes(self) -> tuple[Place, ...]:
+        return (self.out,)
+
+
+Step = Launch | Copy | Gemm
 
 
 class LoweringContext(Protocol):
@@ -74,6 +101,11 @@ class LoweringContext(Protocol):
 
     def constant(self, index: int) -> np.ndarray | None:
         """Operand ``index``'s value when it is a program constant (a host-side parameter)."""
+        ...
+
+    def scratch(self, size: int) -> Place:
+        """``size`` bytes of device memory of the program's own, for this operator's steps only (what a
+        lowering stages between its steps: a transposed operand, partial sums)."""
         ...
 
 
@@ -115,6 +147,7 @@ __all__ = [
     "BLOCK",
     "MAX_BLOCKS",
     "Copy",
+    "Gemm",
     "Kernel",
     "Launch",
     "Lowering",
