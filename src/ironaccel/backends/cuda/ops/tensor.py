@@ -1,14 +1,15 @@
-"""Tensor operators: the convolutions (CONV2D, DEPTHWISE_CONV2D).
+"""Tensor operators: CONV2D, CONV3D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, MAX_POOL2D, AVG_POOL2D and ARGMAX.
 
-Each runs one thread per result element, which loops over its window (and, for CONV2D, the input
-channels) in the thread; there is nothing shared between threads.
+Each runs one thread per result element, which loops over its window, its input channels or its reduced
+axis in the thread; nothing is shared between threads. Zero points are constants, read at load.
 
-Convolutions. Input NHWC, weights OHWI (CONV2D) or HWCM (DEPTHWISE_CONV2D). Every form is lowered as a
-three-dimensional convolution (a 2D one has depth 1), so one kernel template serves them: the result is
-laid out as ``(N, OD, OH, OW, OC)`` in the argument block's extents, and the window geometry takes the
-sixteen scalar words (:data:`_GEOMETRY`). A tap outside the input is skipped: it contributes zero, as
-TOSA's padding after the zero point is subtracted. The bias is the third operand, its stride over the
-result's channel axis 0 where one value serves every channel.
+Convolutions. Input NHWC (NDHWC), weights OHWI (CONV2D, TRANSPOSE_CONV2D), ODHWI (CONV3D) or HWCM
+(DEPTHWISE_CONV2D). Every form is lowered as a three-dimensional convolution (a 2D one has depth 1), so one
+kernel template serves them: the result is laid out as ``(N, OD, OH, OW, OC)`` in the argument block's
+extents and the window geometry takes the sixteen scalar words (:data:`_GEOMETRY`). A tap outside the
+input is skipped: it contributes zero, as TOSA's padding after the zero point is subtracted.
+TRANSPOSE_CONV2D gathers, per output, the taps that scatter into it (``o = i * stride + out_pad + k``).
+The bias is the third operand, its stride over the result's channel axis 0 where one value serves all.
 
 * fp32, fp16 (either accumulator type) and bf16 multiply and accumulate in fp32 (fp16 and bf16 widen
   exactly) and round once to the result's type: at least as accurate as an fp16 accumulator, as the
@@ -16,7 +17,16 @@ result's channel axis 0 where one value serves every channel.
 * int8 x int8 (and int8 x int4 weights, held one per byte) -> int32, and int16 x int8 -> int48: each
   product ``(x - input_zp) * (w - weight_zp)`` is exact in int and the sum is exact in 64 bits; with the
   bias it is wrapped to the result's 32 or 48 bits (an accumulator overflow, which TOSA leaves
-  unpredictable, wraps as on the CPU backend). The zero points are constants, read at load.
+  unpredictable, wraps as on the CPU backend).
+
+Pools. Padding is skipped: MAX_POOL2D takes the largest value of the window's valid elements (floats with
+the NaN mode: an ignored NaN drops out, an all-NaN window gives NaN); AVG_POOL2D divides the sum of the
+valid elements by their count (padding does not count). Floats sum in fp32; integers sum ``x - input_zp``
+exactly, then take TOSA's ``reciprocal_scale`` of the count with ``apply_scale_32``'s single rounding, add
+the output zero point and saturate.
+
+ARGMAX: the index of the first largest value along the axis; with NaNs propagated the first NaN's, with
+NaNs ignored the first largest number's (0 when every value is NaN).
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ from ....tosa.spec import operator as spec_of
 from ..prelude import PRELUDE
 from .common import Kernel, Launch, LoweringContext, Step
 from .elementwise import ctype, kernel_name
-from .registry import lowering
+from .elementwise_binary import nan_mode
+from .registry import in_out, lowering
 
 FLOATS = ("fp32", "fp16", "bf16")
 
@@ -240,19 +251,210 @@ def _conv(in_t: str, weight_t: str, out_t: str, acc_t: str) -> Signature:
     return Signature.of(in_t=in_t, weight_t=weight_t, out_t=out_t, acc_t=acc_t)
 
 
+CONVOLUTIONS = (Op.CONV2D, Op.CONV3D, Op.DEPTHWISE_CONV2D, Op.TRANSPOSE_CONV2D)
 FLOAT_CONV = (
     _conv("fp32", "fp32", "fp32", "fp32"),
     _conv("fp16", "fp16", "fp16", "fp16"),
     _conv("fp16", "fp16", "fp16", "fp32"),
     _conv("bf16", "bf16", "bf16", "fp32"),
 )
-INT_CONV = (_conv("int8", "int8", "int32", "int32"),)
+INT_CONV = (
+    _conv("int8", "int8", "int32", "int32"),
+    _conv("int8", "int4", "int32", "int32"),  # int4 weights are held one value per byte
+    _conv("int16", "int8", "int48", "int48"),
+)
 
 
-@lowering(Op.CONV2D, Op.DEPTHWISE_CONV2D, signatures=FLOAT_CONV, constraints=(ZERO_ZERO_POINTS,))
-@lowering(Op.CONV2D, Op.DEPTHWISE_CONV2D, signatures=INT_CONV, constraints=(CONSTANT_ZERO_POINTS,))
+@lowering(*CONVOLUTIONS, signatures=FLOAT_CONV, constraints=(ZERO_ZERO_POINTS,))
+@lowering(*CONVOLUTIONS, signatures=INT_CONV, constraints=(CONSTANT_ZERO_POINTS,))
 def convolution(ctx: LoweringContext) -> list[Step]:
     return convolution_steps(ctx)
+
+
+# ---- pooling --------------------------------------------------------------------------------------------
+
+# The pools' scalar words: input height and width, kernel, stride and leading pads (two each), then
+# MAX_POOL2D's NaN mode or AVG_POOL2D's input and output zero points. The result is (N, OH, OW, C).
+_POOL_GEOMETRY = """\
+    const long long IH = a.scalars[0], IW = a.scalars[1], KH = a.scalars[2], KW = a.scalars[3];
+    const long long SY = a.scalars[4], SX = a.scalars[5], PT = a.scalars[6], PL = a.scalars[7];
+    const long long OH = a.dims[1], OW = a.dims[2], C = a.dims[3];
+"""
+
+_AVERAGE = """\
+/* AVG_POOL2D's integer result: TOSA's reciprocal_scale(count) applied to the sum with apply_scale_32's
+   single rounding (a floor shift), plus the output zero point, saturated to [lo, hi]. */
+IA_FN long long ia_average(long long sum, long long count, long long out_zp, long long lo, long long hi) {
+    const int k = count > 1 ? 32 - __clz((int)(count - 1)) : 0; /* the bit length of count - 1 */
+    const long long multiplier = (((1ll << 30) + 1ll) << k) / count;
+    const int shift = 30 + k;
+    const unsigned long long product = (unsigned long long)sum * (unsigned long long)multiplier;
+    const long long scaled = (long long)(product + (1ull << (shift - 1))) >> shift;
+    const long long r = scaled + out_zp;
+    return r < lo ? lo : (r > hi ? hi : r);
+}
+"""
+
+
+def _int_range(dtype: DType) -> tuple[int, int]:
+    info = np.iinfo(dtype.numpy)
+    return int(info.min), int(info.max)
+
+
+@functools.cache
+def pool_kernel(op: Op, dtype: DType) -> Kernel:
+    """MAX_POOL2D or AVG_POOL2D of ``dtype``: one thread per result element, its window inside it."""
+    name = kernel_name(op.name, dtype)
+    xs, load = _c(dtype)
+    t = ctype(dtype)
+    integer = dtype.is_integer
+    helpers = ""
+    if op is Op.MAX_POOL2D:
+        if integer:
+            lo, _ = _int_range(dtype)
+            start = f"int best = {lo};"
+            update = "best = v > best ? v : best;"
+        else:  # a NaN start is dropped at the first number when NaNs are ignored, and kept by an all-NaN window
+            start = "float best = a.scalars[8] == 2 ? ia_float(0x7FC00000u) : ia_float(0xFF800000u);"
+            update = "best = ia_max_f32(best, v, a.scalars[8]);"
+        store = t.store.format("best")
+    elif integer:
+        lo, hi = _int_range(dtype)
+        helpers = _AVERAGE
+        start = "long long sum = 0, count = 0;"
+        update = "sum += v - a.scalars[8];\n                ++count;"
+        store = t.store.format(f"ia_average(sum, count, a.scalars[9], {lo}ll, {hi}ll)")
+    else:
+        start = "float sum = 0.0f;\n        long long count = 0;"
+        update = "sum += v;\n                ++count;"
+        store = t.store.format("sum / (float)count")
+    lines = [
+        f'extern "C" __global__ void {name}(const __grid_constant__ IaArgs a) {{',
+        _POOL_GEOMETRY.rstrip("\n"),
+        f"    const {xs}* x = (const {xs}*)a.in[0];",
+        f"    {t.storage}* out = ({t.storage}*)a.out;",
+        "    const long long step = (long long)gridDim.x * blockDim.x;",
+        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {",
+        "        const long long c = i % C, ox = (i / C) % OW, oy = (i / C / OW) % OH, n = i / C / OW / OH;",
+        f"        {start}",
+        "        for (long long ky = 0; ky < KH; ++ky) {",
+        "            const long long iy = oy * SY + ky - PT;",
+        "            if (iy < 0 || iy >= IH) continue;",
+        "            for (long long kx = 0; kx < KW; ++kx) {",
+        "                const long long ix = ox * SX + kx - PL;",
+        "                if (ix < 0 || ix >= IW) continue;",
+        f"                const {t.compute} v = {load.format('x[((n * IH + iy) * IW + ix) * C + c]')};",
+        f"                {update}",
+        "            }",
+        "        }",
+        f"        out[i] = {store};",
+        "    }",
+        "}",
+        "",
+    ]
+    return Kernel(name, PRELUDE + helpers + "\n" + "\n".join(lines))
+
+
+def _pool_steps(ctx: LoweringContext, last: tuple[int, ...]) -> list[Step]:
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    count = int(np.prod(out.shape, dtype=np.int64))
+    if count == 0:
+        return []
+    attr = ctx.operator.attribute
+    _, ih, iw, _ = x.shape
+    top, _, left, _ = attr.pad
+    scalars = (ih, iw, *attr.kernel, *attr.stride, top, left, *last)
+    k = pool_kernel(ctx.operator.op, x.dtype)
+    return [Launch(k, (ctx.place(x),), ctx.place(out), count, tuple(out.shape), (), scalars)]
+
+
+@lowering(Op.MAX_POOL2D, signatures=in_out(*FLOATS, "int8", "int16"))
+def max_pool2d(ctx: LoweringContext) -> list[Step]:
+    return _pool_steps(ctx, (nan_mode(ctx),))
+
+
+@lowering(
+    Op.AVG_POOL2D,
+    signatures=(
+        Signature.of(in_out_t="fp32", acc_t="fp32"),
+        Signature.of(in_out_t="fp16", acc_t="fp16"),
+        Signature.of(in_out_t="fp16", acc_t="fp32"),
+        Signature.of(in_out_t="bf16", acc_t="fp32"),
+    ),
+    constraints=(ZERO_ZERO_POINTS,),
+)
+@lowering(
+    Op.AVG_POOL2D,
+    signatures=tuple(Signature.of(in_out_t=t, acc_t="int32") for t in ("int8", "int16")),
+    constraints=(CONSTANT_ZERO_POINTS,),
+)
+def avg_pool2d(ctx: LoweringContext) -> list[Step]:
+    return _pool_steps(ctx, (zero_point(ctx, 1), zero_point(ctx, 2)))
+
+
+# ---- ARGMAX ---------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def argmax_kernel(dtype: DType) -> Kernel:
+    """ARGMAX of ``dtype``: one thread per result element walking the reduced axis (length ``scalars[0]``,
+    ``scalars[1]`` elements apart); the first of equal maxima wins."""
+    name = kernel_name("argmax", dtype)
+    xs, load = _c(dtype)
+    value = load.format("x[base + k * inner]")
+    if dtype.is_integer:
+        search = [
+            f"int best = {load.format('x[base]')};",
+            "for (long long k = 1; k < length; ++k) {",
+            f"    const int v = {value};",
+            "    if (v > best) { best = v; found = k; }",
+            "}",
+        ]
+    else:
+        search = [
+            "if (a.scalars[2] == 2) { /* ignore NaNs: the first largest number, index 0 when all are NaN */",
+            "    float best = 0.0f;",
+            "    int any = 0;",
+            "    for (long long k = 0; k < length; ++k) {",
+            f"        const float v = {value};",
+            "        if (v != v) continue;",
+            "        if (!any || v > best) { best = v; found = k; any = 1; }",
+            "    }",
+            "} else { /* propagate: the first NaN, or the first largest number */",
+            f"    float best = {load.format('x[base]')};",
+            "    for (long long k = 1; k < length && best == best; ++k) {",
+            f"        const float v = {value};",
+            "        if (v != v || v > best) { best = v; found = k; }",
+            "    }",
+            "}",
+        ]
+    lines = [
+        f'extern "C" __global__ void {name}(const __grid_constant__ IaArgs a) {{',
+        "    const long long length = a.scalars[0], inner = a.scalars[1];",
+        f"    const {xs}* x = (const {xs}*)a.in[0];",
+        "    const long long step = (long long)gridDim.x * blockDim.x;",
+        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {",
+        "        const long long base = (i / inner) * length * inner + i % inner;",
+        "        long long found = 0;",
+        *("        " + line for line in search),
+        "        ((int*)a.out)[i] = (int)found;",
+        "    }",
+        "}",
+        "",
+    ]
+    return Kernel(name, PRELUDE + "\n" + "\n".join(lines))
+
+
+@lowering(Op.ARGMAX, signatures=tuple(Signature.of(in_t=t, out_t="int32") for t in (*FLOATS, "int8", "int16")))
+def argmax(ctx: LoweringContext) -> list[Step]:
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    count = int(np.prod(out.shape, dtype=np.int64))
+    if count == 0:
+        return []
+    axis = ctx.operator.attribute.axis
+    inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    scalars = (x.shape[axis], inner, nan_mode(ctx))
+    return [Launch(argmax_kernel(x.dtype), (ctx.place(x),), ctx.place(out), count, (count,), (), scalars)]
 
 
 # ---- MATMUL ---------------------------------------------------------------------------------------------
