@@ -1,36 +1,97 @@
-"""A stand-in for ``cuda.bindings.driver`` that runs the CUDA backend's host side without a GPU.
+"""A stand-in for ``cuda.bindings.driver`` that runs the CUDA backend without a GPU, its kernels included.
 
 It keeps the binding's conventions (every call returns its CUresult first, then what it produces; handles
 are the binding's own types: CUdevice, CUcontext, CUstream, CUdeviceptr, ...; the enums are the real
 module's) and checks what the real driver would refuse: a call without the device's context current on the
 calling thread, a copy, memset or launch that touches bytes outside every live allocation, a free of
-something not allocated, a stream, event or module used after it was destroyed. "Device" memory is host
-memory filled with 0xCD when allocated (so a buffer the backend forgets to zero shows it). Streams run
-their work at once, in order.
+something not allocated, a stream, event, module or function used after it was destroyed or unloaded, a
+launch shape other than the backend's (a one-dimensional grid of one-dimensional blocks, no dynamic shared
+memory). "Device" memory is host memory filled with 0xCD when allocated (so a buffer the backend forgets to
+zero shows it). Streams run their work at once, in order, one driver operation at a time.
 
-Launches are interpreted, not run: the argument block the backend packed is decoded with its own layout
-(``prelude.ARG_WORDS``) and the kernel's name (``ia_<op>_<type>``, ``ia_cast_<from>_<to>``) chooses a numpy
-evaluation of the same operator. This checks the plumbing (addresses, broadcasting strides, copies in and
-out, constants), not the CUDA C, which NVRTC compiles in the other tests and the GPU runs in the gpu ones.
+Kernels run for real, on the host: installed with :func:`install`, the backend's ``compile_source`` hands
+the kernel's CUDA C text to ``cuModuleLoadData`` in place of a cubin, and the fake builds it with the host's
+C++ compiler (host_kernels.py), so a launch runs the very source NVRTC compiles for the GPU, every element
+in turn on the calling thread. Around each launch the fake checks what it can know of the kernel's memory:
+every operand and result address lies in a live allocation; an operand the source reads as the elementwise
+template does (``((const T*)a.in[k])[ia_offset(a, k, i)]``) lies whole, over every index the launch covers,
+in one allocation, and so does a result written as ``((T*)a.out)[i]``, ``count`` elements; and no byte of
+device memory changed outside what the launch may write (those ``count`` elements, or for a kernel that
+writes otherwise, from the result's address to the end of its allocation). What a kernel reads through
+other index arithmetic is not bounded here. Results are the host's IEEE single operations, which may differ
+from the GPU's contracted multiply-adds and approximate transcendentals by a rounding or a few units in the
+last place: the GPU tests run the same kernels on the device.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import re
 import struct
 import threading
 from typing import Any
 
-import ml_dtypes
+import host_kernels
 import numpy as np
+import pytest
 from cuda.bindings import driver as real
 
-from ironaccel.backends.cuda.prelude import ARG_WORDS, MAX_OPERANDS, MAX_RANK, SCALARS
+from ironaccel.backends.cuda import accelerator, kernels
+from ironaccel.backends.cuda import device as device_module
+from ironaccel.backends.cuda.prelude import ARG_WORDS, MAX_OPERANDS, MAX_RANK, PRELUDE
 
 OK = real.CUresult.CUDA_SUCCESS
-STORAGE = {"fp32": np.float32, "int32": np.int32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
-BINARY = {"add", "sub", "mul", "maximum", "minimum"}
+MAX_BLOCK = 1024  # threads per block the real driver accepts at most
+ARGS = struct.Struct(f"<{MAX_OPERANDS + 1}Q{ARG_WORDS - MAX_OPERANDS - 1}q")
+# Bytes of the C types the kernels store tensors as.
+C_SIZES = {
+    "float": 4, "double": 8, "int": 4, "unsigned": 4, "unsigned int": 4, "short": 2, "unsigned short": 2,
+    "signed char": 1, "unsigned char": 1, "char": 1, "long long": 8, "unsigned long long": 8,
+}  # fmt: skip
+TYPE = r"((?:unsigned\s+|signed\s+)?(?:long\s+long|[A-Za-z_]\w*))"
+
+
+def source_image(source: str, arch: str) -> bytes:
+    """What the installed fake's ``compile_source`` returns: the source itself, NUL-terminated as a PTX
+    image is, for ``cuModuleLoadData`` to read."""
+    return source.encode() + b"\0"
+
+
+def install(monkeypatch: pytest.MonkeyPatch, driver: FakeDriver) -> None:
+    """Make ``driver`` the CUDA backend's binding, any architecture acceptable and kernels built for the
+    host. One clear skip where the host has no C++ compiler."""
+    if host_kernels.compiler() is None:
+        pytest.skip(host_kernels.NO_COMPILER)
+    monkeypatch.setattr(device_module, "api", lambda: driver)
+    monkeypatch.setattr(accelerator, "require_architecture", lambda arch: None)
+    monkeypatch.setattr(kernels, "compile_source", source_image)
+
+
+class Access:
+    """What the fake can bound of one kernel's memory, from its source: the element bytes of each operand
+    read at ``ia_offset`` of the launch's index ``i``, and of the result when it is written at ``i`` only."""
+
+    READ = re.compile(r"\(\(const\s+" + TYPE + r"\s*\*\)\s*a\.in\[(\d)\]\)\[ia_offset\(a,\s*(\d),\s*i\)\]")
+    WRITE = re.compile(r"\(\(" + TYPE + r"\s*\*\)\s*a\.out\)\[i\]\s*=[^=]")
+
+    LOOP = re.compile(r"for\s*\(\s*long\s+long\s+i\s*=[^;]*;\s*i\s*<\s*a\.count\s*;")
+    ASSIGNED = re.compile(r"\bi\s*=(?!=)")
+
+    def __init__(self, source: str) -> None:
+        body = source[len(PRELUDE) :] if source.startswith(PRELUDE) else source
+        self.reads: dict[int, int] = {}
+        self.write: int | None = None
+        # ``i`` must be the grid-stride loop's index, over [0, count), and nothing else.
+        if not (self.LOOP.search(body) and len(self.ASSIGNED.findall(body)) == 1):
+            return
+        for ctype, k, again in self.READ.findall(body):
+            size = C_SIZES.get(" ".join(ctype.split()))
+            if k == again and size is not None:
+                self.reads[int(k)] = size
+        writes = self.WRITE.findall(body)
+        size = C_SIZES.get(" ".join(writes[0].split())) if len(writes) == 1 else None
+        self.write = size if body.count("a.out") == 1 else None
 
 
 class FakeDriver:
@@ -53,8 +114,8 @@ class FakeDriver:
         self.contexts: dict[int, int] = {}  # device index -> retain count
         self.streams: set[int] = set()
         self.events: set[int] = set()
-        self.modules: dict[int, str] = {}
-        self.functions: dict[int, str] = {}
+        self.modules: dict[int, host_kernels.HostModule] = {}
+        self.functions: dict[int, tuple[int, host_kernels.HostKernel, Access]] = {}  # -> (module, kernel, access)
         self.launches: list[str] = []
         self.fault: real.CUresult | None = None  # the error the next launch returns (a sticky fault)
         self.sticky: real.CUresult | None = None
@@ -177,16 +238,23 @@ class FakeDriver:
     def cuModuleLoadData(self, image: int) -> tuple:
         self._current()
         assert isinstance(image, int) and image, "a module image passed other than by address"
+        source = ctypes.string_at(image).decode()
+        assert "__global__" in source, "a module image that is no kernel source: install the fake with install()"
+        module = host_kernels.load(source)
         handle = next(self.ids)
         with self.lock:
-            self.modules[handle] = ""
+            self.modules[handle] = module
         return OK, real.CUmodule(handle)
 
     def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple:
         assert int(module) in self.modules and isinstance(name, bytes)
+        found = self.modules[int(module)]
+        kernel = found.function(name.decode())
+        if kernel is None:
+            return real.CUresult.CUDA_ERROR_NOT_FOUND, None
         handle = next(self.ids)
         with self.lock:
-            self.functions[handle] = name.decode()
+            self.functions[handle] = (int(module), kernel, Access(found.source))
         return OK, real.CUfunction(handle)
 
     def cuModuleUnload(self, module: Any) -> tuple:
@@ -228,19 +296,22 @@ class FakeDriver:
     def cuMemsetD8Async(self, address: int, value: int, size: int, stream: Any) -> tuple:
         self._current()
         self._range(address, size)
-        ctypes.memset(address, value, size)
+        with self.lock:  # one at a time with the launches
+            ctypes.memset(address, value, size)
         return (OK,)
 
     def cuMemcpyHtoDAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple:
         self._current()
         self._range(dst, size, ("device",))
-        ctypes.memmove(dst, src, size)
+        with self.lock:  # one at a time with the launches
+            ctypes.memmove(dst, src, size)
         return (OK,)
 
     def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple:
         self._current()
         self._range(src, size, ("device",))
-        ctypes.memmove(dst, src, size)
+        with self.lock:  # one at a time with the launches
+            ctypes.memmove(dst, src, size)
         return (OK,)
 
     def cuMemcpyAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple:
@@ -248,97 +319,83 @@ class FakeDriver:
         assert int(stream) in self.streams
         self._range(dst, size)
         self._range(src, size)
-        ctypes.memmove(dst, src, size)
+        with self.lock:  # one at a time with the launches
+            ctypes.memmove(dst, src, size)
         return self._status()
 
     # ---- launches -------------------------------------------------------------------------------
     def cuLaunchKernel(self, f: Any, gx, gy, gz, bx, by, bz, shared, stream, params, extra) -> tuple:
         self._current()
         assert int(stream) in self.streams and isinstance(params, int) and extra == 0
-        assert gx >= 1 and (gy, gz, by, bz, shared) == (1, 1, 1, 1, 0)
+        assert gx >= 1 and 1 <= bx <= MAX_BLOCK and (gy, gz, by, bz, shared) == (1, 1, 1, 1, 0)
         if self.fault is not None:
             self.sticky, self.fault = self.fault, None
         if self.sticky is not None:
             return (self.sticky,)
-        name = self.functions[int(f)]
+        module, kernel, access = self.functions[int(f)]
+        assert module in self.modules, f"{kernel.name} launched after its module was unloaded"
         block = ctypes.c_uint64.from_address(params).value  # the one parameter's address
-        layout = f"<{MAX_OPERANDS + 1}Q{ARG_WORDS - MAX_OPERANDS - 1}q"
-        words = struct.unpack(layout, ctypes.string_at(block, 8 * ARG_WORDS))
-        self.launches.append(name)
-        _interpret(self, name, words)
+        words = ARGS.unpack(ctypes.string_at(block, ARGS.size))
+        with self.lock:  # no copy runs beside the kernel, so what changed in memory is the kernel's doing
+            self.launches.append(kernel.name)
+            window = self._check_addresses(kernel.name, access, words)
+            before = {base: backing.copy() for base, (backing, kind) in self.memory.items() if kind == "device"}
+            kernel(block)
+            self._check_writes(kernel.name, before, window)
         return (OK,)
 
+    def _allocation(self, address: int) -> tuple[int, int]:
+        """The live allocation holding ``address``: (base, end)."""
+        for base, (backing, _) in self.memory.items():
+            if base <= address < base + backing.nbytes:
+                return base, base + backing.nbytes
+        raise AssertionError(f"{address:#x} lies outside every live allocation")
 
-def _interpret(fake: FakeDriver, name: str, words: tuple[int, ...]) -> None:
-    ins, out, count, rank = words[:MAX_OPERANDS], words[MAX_OPERANDS], words[MAX_OPERANDS + 1], words[MAX_OPERANDS + 2]
-    at = MAX_OPERANDS + 3
-    dims = words[at : at + rank]
-    strides = [words[at + MAX_RANK + k * MAX_RANK : at + MAX_RANK + k * MAX_RANK + rank] for k in range(MAX_OPERANDS)]
-    scalars = words[at + MAX_RANK + MAX_OPERANDS * MAX_RANK : at + MAX_RANK + MAX_OPERANDS * MAX_RANK + SCALARS]
-    parts = name[3:].split("_")
-    if parts[0] == "cast":
-        op, types, result = "cast", parts[1:2], parts[2]
-    else:
-        op, result = "_".join(parts[:-1]), parts[-1]
-        types = [result] * (2 if op in BINARY else 1)
-    index = np.unravel_index(np.arange(count), dims) if rank else ()
-    values = []
-    for k, t in enumerate(types):
-        offsets = sum((i * s for i, s in zip(index, strides[k], strict=True)), np.zeros(count, np.int64))
-        span = int(offsets.max()) + 1 if count else 0
-        size = np.dtype(STORAGE[t]).itemsize
-        fake._range(ins[k], span * size)
-        stored = np.frombuffer(ctypes.string_at(ins[k], span * size), STORAGE[t])[offsets]
-        values.append(stored.astype(np.int64 if t == "int32" else np.float32))
-    size = np.dtype(STORAGE[result]).itemsize
-    fake._range(out, count * size)
-    with np.errstate(all="ignore"):
-        r = _evaluate(op, result, values, scalars)
-        data = (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32) if result == "int32" else r.astype(STORAGE[result])
-    ctypes.memmove(out, np.ascontiguousarray(data).ctypes.data, count * size)
+    def _check_addresses(self, name: str, access: Access, words: tuple[int, ...]) -> tuple[int, int]:
+        """Every address of the block lies in a live allocation, and each operand the source reads at
+        ``ia_offset`` does whole, over every index of the launch. Returns the bytes the kernel may write."""
+        ins, out, count, rank = (
+            words[:MAX_OPERANDS],
+            words[MAX_OPERANDS],
+            words[MAX_OPERANDS + 1],
+            words[MAX_OPERANDS + 2],
+        )
+        at = MAX_OPERANDS + 3
+        dims = words[at : at + rank]
+        assert out and count >= 0 and 0 <= rank <= MAX_RANK, (name, out, count, rank)
+        for k, address in enumerate(ins):
+            if address:
+                self._allocation(address)
+            if k in access.reads and count:
+                strides = words[at + MAX_RANK * (k + 1) : at + MAX_RANK * (k + 1) + rank]
+                offsets = _offsets(count, dims, strides)
+                size = access.reads[k]
+                low, high = address + int(offsets.min()) * size, address + (int(offsets.max()) + 1) * size
+                assert address, f"{name} reads operand {k} at address 0"
+                self._range(low, high - low)
+        if access.write is not None:
+            self._range(out, count * access.write)
+            return out, out + count * access.write
+        return out, self._allocation(out)[1]
+
+    def _check_writes(self, name: str, before: dict[int, np.ndarray], window: tuple[int, int]) -> None:
+        for base, old in before.items():
+            new = self.memory[base][0]
+            changed = np.flatnonzero(old != new) + base
+            stray = changed[(changed < window[0]) | (changed >= window[1])]
+            assert not stray.size, (
+                f"{name} wrote {stray.size} bytes outside [{window[0]:#x}, {window[1]:#x}), the first at "
+                f"{int(stray[0]):#x} (allocation {base:#x}, offset {int(stray[0]) - base})"
+            )
 
 
-def _bits(word: int) -> np.float32:
-    return np.uint32(word & 0xFFFFFFFF).view(np.float32)
-
-
-def _pick(x: np.ndarray, y: np.ndarray, mode: int, greater: bool) -> np.ndarray:
-    chosen = np.where(x >= y, x, y) if greater else np.where(x < y, x, y)
-    nan_x, nan_y = np.isnan(x), np.isnan(y)
-    if mode == 2:
-        return np.where(nan_x, y, np.where(nan_y, x, chosen))
-    return np.where(nan_x | nan_y, np.float32(np.nan), chosen)
-
-
-def _evaluate(op: str, result: str, v: list[np.ndarray], scalars: tuple[int, ...]) -> np.ndarray:
-    if result == "int32" and op != "cast":
-        x = v[0]
-        if op == "mul" and scalars[0] > 0:
-            p = x * v[1]
-            return (p >> scalars[0]) + ((p & ((1 << scalars[0]) - 1)) >= (1 << (scalars[0] - 1)))
-        table = {"add": lambda: x + v[1], "sub": lambda: x - v[1], "mul": lambda: x * v[1], "abs": lambda: abs(x)}
-        table |= {"maximum": lambda: np.maximum(x, v[1]), "minimum": lambda: np.minimum(x, v[1]), "negate": lambda: -x}
-        return table[op]()
-    if op == "cast":
-        x = v[0]
-        if result == "int32":
-            return np.clip(np.rint(np.nan_to_num(x, nan=0.0)).astype(np.float64), -(2**31), 2**31 - 1).astype(np.int64)
-        return x.astype(np.float32)
-    x = v[0]
-    table = {
-        "add": lambda: x + v[1],
-        "sub": lambda: x - v[1],
-        "mul": lambda: x * v[1],
-        "maximum": lambda: _pick(x, v[1], scalars[0], True),
-        "minimum": lambda: _pick(x, v[1], scalars[0], False),
-        "abs": lambda: np.abs(x),
-        "negate": lambda: -x,
-        "exp": lambda: np.exp(x),
-        "log": lambda: np.log(x),
-        "reciprocal": lambda: np.float32(1) / x,
-        "rsqrt": lambda: np.float32(1) / np.sqrt(x),
-        "tanh": lambda: np.tanh(x),
-        "sigmoid": lambda: np.float32(1) / (np.float32(1) + np.exp(-x)),
-        "clamp": lambda: _pick(_pick(x, _bits(scalars[0]), scalars[2], True), _bits(scalars[1]), scalars[2], False),
-    }
-    return table[op]()
+def _offsets(count: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """The element offsets ``ia_offset`` (prelude.ARGS) gives for every index of a launch."""
+    i = np.arange(count, dtype=np.int64)
+    if len(dims) == 1:
+        return i * strides[0]
+    offsets = np.zeros(count, dtype=np.int64)
+    for extent, stride in zip(reversed(dims), reversed(strides), strict=True):
+        offsets += (i % extent) * stride
+        i //= extent
+    return offsets
