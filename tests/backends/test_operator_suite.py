@@ -4,10 +4,11 @@ with the CPU reference.
 For each device of :data:`DEVICES` that opens, every (operator, type signature) its descriptor advertises
 is one test: the case of tests/support/operator_cases.py for that pair (a one-operator program and its inputs) is
 compiled through the user API (``ironaccel.open(name).compile(program)``), called, and compared with the
-numpy interpreter (``ironaccel.backends.cpu``). A refusal at load fails the test with the device's
-message: advertising a pair is the promise that it runs. An advertised operator with neither a case nor an
-entry in ``operator_cases.EXEMPT`` fails too, so the suite keeps up with the descriptors. A device
-advertising no operator (``null``, the backend kit) is checked to refuse each one at load, clearly.
+numpy interpreter (``ironaccel.backends.cpu``) under the tolerances of tests/support/operator_check.py. A
+refusal at load fails the test with the device's message: advertising a pair is the promise that it runs.
+An advertised operator with neither a case nor an entry in ``operator_cases.EXEMPT`` fails too, so the
+suite keeps up with the descriptors. A device advertising no operator (``null``, the backend kit) is
+checked to refuse each one at load, clearly.
 
 A new backend is covered by adding its name to :data:`DEVICES`. The Vulkan device is lavapipe here; where
 no Vulkan device opens, its tests are one skip that says why. Every test ends with no message from the
@@ -24,7 +25,8 @@ import operator_cases
 from ironaccel.backends import cpu
 from ironaccel.core.errors import IronAccelError, Unsupported
 from ironaccel.runtime import BufferDesc
-from ironaccel.tosa import TOSA_1_0_OPS, DType, Op, Signature, descriptor_for_all_of_tosa_1_0
+from ironaccel.tosa import TOSA_1_0_OPS, descriptor_for_all_of_tosa_1_0
+from operator_check import advertised, assert_matches, signature_id
 
 try:  # the Vulkan layers' messages: a test that leaves any fails
     from vulkan_fixtures import clean
@@ -38,34 +40,6 @@ DEVICES = ("cpu", "vulkan", "cuda", "null")
 # Advertised pairs that do not run as the reference does: (device, operator, signature id) -> what is
 # wrong. Each is a strict xfail, so it stays visible and the entry goes once the device is fixed.
 KNOWN_FAULTS: dict[tuple[str, str, str], str] = {}
-
-# Float comparison, per kind of case and result type: (rtol, atol) for numpy's isclose. Integers and bool
-# are always compared exactly, and NaN positions must match for every kind.
-TOLERANCE: dict[str, dict[DType, tuple[float, float]]] = {
-    # Operators that copy, select or order values, and conversions (rounding to nearest even is exact).
-    "exact": {dt: (0.0, 0.0) for dt in operator_cases.FLOATS},
-    # One operation per element, rounded once. fp32: the device's transcendental kernels are within a
-    # few units in the last place of the reference (1e-5 is ~80 of them), and sin, cos and erf near their zeros
-    # within an absolute 1e-6. Narrower results are fp32 results rounded once more, so they may land
-    # one unit in their own last place apart: 2 units of fp16 (2^-10), bf16 (2^-7).
-    "rounded": {
-        DType.FP32: (1e-5, 1e-6),
-        DType.FP16: (2e-3, 1e-6),
-        DType.BF16: (1.6e-2, 1e-6),
-    },
-    # Sums of several terms (reductions, matrix products, convolutions, pooling, FFT, RESIZE's weighted
-    # neighbours), which a device may add in any order: the error bound grows with the terms' magnitude,
-    # not the result's, hence an absolute part. fp32: 32 x 2^-24 x sum |terms| (~100 at most here). fp16
-    # and bf16: accumulators of the type itself (acc_t fp16, RESIZE's resize_t) round every partial sum,
-    # a unit at the terms' magnitude (2 here) apart; fp8: a sum rounded once, two units in its last place.
-    "accumulated": {
-        DType.FP32: (1e-5, 2e-4),
-        DType.FP16: (1e-2, 1e-2),
-        DType.BF16: (1.6e-2, 1e-2),
-        DType.FP8E4M3: (0.25, 2**-6),
-        DType.FP8E5M2: (0.5, 2**-14),
-    },
-}
 
 
 def _open(name: str) -> ironaccel.runtime.session.Device | str:
@@ -83,22 +57,6 @@ def _close(device) -> None:
         close()
 
 
-def signature_id(signature: Signature) -> str:
-    return ",".join(f"{var}={dt}" for var, dt in signature.types) or "any"
-
-
-def _advertised(descriptor) -> list[tuple[Op, Signature]]:
-    """Every (operator, signature) ``descriptor`` admits. A signature naming an element type outside the
-    descriptor's ``dtypes`` is left out: admission refuses every tensor of such a type (a CONST row of
-    the specification's table, say, where the descriptor lists its operators' types as "any")."""
-    return [
-        (op, sig)
-        for op in descriptor.operators
-        for sig in descriptor.signatures(op)
-        if all(dt in descriptor.dtypes for _, dt in sig.types)
-    ]
-
-
 def _collect() -> tuple[list, list[str]]:
     """The parameters of the suite, and the devices that advertise no operator. Each device is opened
     to read its descriptor and closed again, so that no device stays open for the rest of the session's
@@ -114,7 +72,7 @@ def _collect() -> tuple[list, list[str]]:
             descriptor = device.accelerator.capabilities()
         finally:
             _close(device)
-        pairs = _advertised(descriptor)
+        pairs = advertised(descriptor)
         if not pairs:
             silent.append(name)
         for op, sig in pairs:
@@ -154,26 +112,6 @@ def devices():
 
 def _live(device) -> dict[str, int]:
     return {k: v for k, v in device.accelerator.live_resources().items() if k in ("program", "prepared", "event")}
-
-
-def assert_matches(got: np.ndarray, want: np.ndarray, dtype: DType, kind: str, what: str) -> None:
-    """``got`` agrees with the reference's ``want`` for a result of ``dtype`` (see :data:`TOLERANCE`)."""
-    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
-    if not dtype.is_float:
-        np.testing.assert_array_equal(got, want, err_msg=what)
-        return
-    g, w = got.astype(np.float32), want.astype(np.float32)
-    nans = np.isnan(g) != np.isnan(w)
-    assert not nans.any(), f"{what}: NaN at {np.argwhere(nans)[:4].tolist()}: got {g[nans][:4]}, want {w[nans][:4]}"
-    rtol, atol = TOLERANCE[kind][dtype]
-    close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-    if not close.all():
-        bad = np.argwhere(~close)
-        worst = np.unravel_index(np.argmax(np.where(close, -1, np.abs(g - w))), g.shape)
-        raise AssertionError(
-            f"{what}: {len(bad)} of {g.size} {dtype} values beyond rtol {rtol}, atol {atol} ({kind}); worst at "
-            f"{[int(i) for i in worst]}: got {g[worst]!r}, want {w[worst]!r}"
-        )
 
 
 @pytest.mark.parametrize(("name", "op", "signature"), PARAMS)

@@ -1,0 +1,83 @@
+"""Every (operator, signature) the CUDA backend advertises, run through the backend on the stand-in driver
+(cuda_driver_fake.py) with its kernels' CUDA C compiled for the host (host_kernels.py), agrees with the CPU
+reference under the operator suite's rules (tests/support/operator_check.py): so every kernel is checked
+numerically without a GPU, and the stand-in's memory checks hold around each of its launches.
+
+The kernels of every advertised pair are compiled before the first test, on all cores, into a cache that
+later runs and other pytest workers share. Without a host C++ compiler the module is one skip.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is installed with the [cuda] extra")
+
+import host_kernels
+
+if host_kernels.compiler() is None:
+    pytest.skip(host_kernels.NO_COMPILER, allow_module_level=True)
+
+from cuda_driver_fake import FakeDriver, install
+
+import ironaccel
+import operator_cases
+from ironaccel.backends import cpu
+from ironaccel.backends.cuda import plan
+from ironaccel.backends.cuda.capability import descriptor
+from ironaccel.core.errors import Unsupported
+from operator_check import advertised, assert_matches, signature_id
+
+PAIRS = advertised(descriptor())
+
+
+@pytest.fixture(scope="module")
+def device():
+    """The CUDA backend opened on the stand-in, with every advertised pair's kernels built for the host."""
+    driver = FakeDriver([("Stand-in Device", bytes(range(16)))])
+    with pytest.MonkeyPatch.context() as patch:
+        install(patch, driver)
+        sources = [k.source for op, sig in PAIRS for k in plan.build(operator_cases.case(op, sig).program).kernels]
+        host_kernels.build(sources)  # a refused source fails its pairs' tests, with the compiler's message
+        dev = ironaccel.open("cuda")
+        try:
+            yield dev, driver
+        finally:
+            dev.close()
+            dev.accelerator.close()
+            gc.collect()
+    assert not driver.memory and not driver.streams and not driver.events and not driver.modules
+    assert not any(driver.contexts.values()), driver.contexts
+
+
+@pytest.mark.parametrize(("op", "signature"), PAIRS, ids=[f"{op.name}-{signature_id(s)}" for op, s in PAIRS])
+def test_the_advertised_pair_runs_as_the_reference(device, op, signature):
+    dev, driver = device
+    case = operator_cases.case(op, signature)
+    launched = len(driver.launches)
+    try:
+        exe = dev.compile(case.program)
+    except Unsupported as exc:
+        pytest.fail(f"cuda advertises {op.name} ({signature}) but refused it at load: {exc}")
+    try:
+        reference = cpu.load(case.program)
+        outputs = case.program.main.output_tensors
+        for number, call in enumerate(case.calls):
+            got, want = exe(*call), reference.run(list(call))
+            assert len(got) == len(want) == len(outputs)
+            for tensor, g, w in zip(outputs, got, want, strict=True):
+                what = f"cuda (host kernels) {op.name} ({signature}) call {number} output {tensor.name!r}"
+                assert_matches(np.asarray(g), np.asarray(w), tensor.dtype, case.kind, what)
+    finally:
+        exe.close()
+    kernels = plan.build(case.program).kernels
+    assert {k.name for k in kernels} <= set(driver.launches[launched:]), "a planned kernel never ran"
+
+
+def test_the_pairs_cover_the_elementwise_kernels():
+    assert len(PAIRS) > 60
+    names = {k.name for op, sig in PAIRS for k in plan.build(operator_cases.case(op, sig).program).kernels}
+    assert {"ia_add_fp32", "ia_mul_int32", "ia_cast_fp32_bf16", "ia_clamp_fp16"} <= names
