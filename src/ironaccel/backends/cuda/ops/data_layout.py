@@ -48,21 +48,23 @@ def element_bytes(tensor: Tensor) -> int:
     return np.dtype(tensor.dtype.numpy).itemsize
 
 
-def _bits(tensor: Tensor) -> DType:
+def bits_type(tensor: Tensor) -> DType:
+    """The integer type ``tensor``'s elements move as."""
     found = _AS_BITS.get(element_bytes(tensor))
     if found is None:
         raise InternalError(f"no CUDA layout kernel moves {tensor.dtype}")
     return found
 
 
-def _width(bits: DType) -> int:
+def width(bits: DType) -> int:
+    """Bits of one element of ``bits``'s storage."""
     return 8 * np.dtype(bits.numpy).itemsize
 
 
 def copy_kernel(tensor: Tensor) -> Kernel:
     """The elementwise copy of ``tensor``'s elements as bits."""
-    bits = _bits(tensor)
-    return kernel(kernel_name("copy", f"b{_width(bits)}"), (bits,), bits, "x0")
+    bits = bits_type(tensor)
+    return kernel(kernel_name("copy", f"b{width(bits)}"), (bits,), bits, "x0")
 
 
 def shape_operand(ctx: LoweringContext, index: int) -> list[int]:
@@ -145,7 +147,7 @@ extern "C" __global__ void {name}(const __grid_constant__ IaArgs a) {{
 
 @functools.cache
 def _layout_kernel(bits: DType) -> Kernel:
-    name = kernel_name("layout", f"b{_width(bits)}")
+    name = kernel_name("layout", f"b{width(bits)}")
     return Kernel(name, PRELUDE + "\n" + _LAYOUT.format(name=name, t=ctype(bits).storage))
 
 
@@ -169,7 +171,7 @@ def _layout(ctx: LoweringContext, lo: Sequence[int], pad_bits: int = 0, tile: bo
     fill = [0] * (MAX_RANK - len(rows))
     scalars = (*[r[1] for r in rows], *fill, *[r[3] for r in rows], *fill, pad_bits, int(tile))
     dims, strides = tuple(r[0] for r in rows), (tuple(r[2] for r in rows),)
-    k = _layout_kernel(_bits(x))
+    k = _layout_kernel(bits_type(x))
     return [Launch(k, (ctx.place(x),), ctx.place(out), out.size, dims, strides, scalars)]
 
 
@@ -209,7 +211,7 @@ extern "C" __global__ void {name}(const __grid_constant__ IaArgs a) {{
 @functools.cache
 def _place_kernel(bits: DType) -> Kernel:
     """Operand 0 in order, written where the strides of operand 1 (which is not read) put each element."""
-    name = kernel_name("place", f"b{_width(bits)}")
+    name = kernel_name("place", f"b{width(bits)}")
     return Kernel(name, PRELUDE + "\n" + _PLACE.format(name=name, t=ctype(bits).storage))
 
 
@@ -227,6 +229,6 @@ def concat(ctx: LoweringContext) -> list[Step]:
         if x.size:
             dims, strides = coalesce(x.shape, [contiguous_strides(x.shape), written])
             write = narrowed(ctx.place(out), start, size)
-            steps.append(Launch(_place_kernel(_bits(x)), (ctx.place(x),), write, x.size, dims, strides))
+            steps.append(Launch(_place_kernel(bits_type(x)), (ctx.place(x),), write, x.size, dims, strides))
         start += x.shape[axis] * written[axis]
     return steps

@@ -29,26 +29,65 @@ from ....tosa.attributes import RescaleAttribute, RoundingMode
 from ....tosa.capability import Constraint, OperatorView, Signature
 from ....tosa.dtypes import DType
 from ....tosa.operators import Op
+from ....tosa.spec import operator as spec_of
 from ..prelude import PRELUDE
 from .common import Kernel, Launch, LoweringContext, Step, elementwise_launch
 from .elementwise import ctype, kernel, kernel_name
 from .registry import lowering
 
-EXPRESSIONS = {
-    (DType.FP32, DType.INT32): "ia_f32_to_i32(x0)",
-    (DType.INT32, DType.FP32): "__int2float_rn(x0)",
-    (DType.FP16, DType.FP32): "x0",
-    (DType.FP32, DType.FP16): "x0",
-    (DType.BF16, DType.FP32): "x0",
-    (DType.FP32, DType.BF16): "x0",
+# The types CAST converts between here: every pair of them the specification lists.
+HELD = (DType.FP32, DType.FP16, DType.BF16, DType.INT8, DType.INT16, DType.INT32, DType.BOOL)
+CASTS = tuple(
+    (row.types["in_t"], row.types["out_t"])
+    for row in spec_of(Op.CAST).typesupport
+    if row.types["in_t"] in HELD and row.types["out_t"] in HELD
+)
+
+# int32 -> fp32 rounded to odd: where bits below fp32's 24 are dropped, the last kept one is set, so that
+# the store's one rounding to bf16 (8 bits, far fewer than 24 - 2) is the integer's correctly rounded
+# value, which rounding to nearest twice (to fp32, then to bf16) is not.
+_ODD = """\
+IA_FN float ia_i32_to_f32_odd(int x) {
+    unsigned m = x < 0 ? 0u - (unsigned)x : (unsigned)x;
+    const int drop = 8 - __clz((int)m);
+    if (drop > 0) {
+        const unsigned mask = (1u << drop) - 1u;
+        if ((m & mask) != 0u) m = (m & ~mask) | (1u << drop);
+    }
+    return x < 0 ? -(float)m : (float)m;
 }
+"""
 
 
-@lowering(Op.CAST, signatures=tuple(Signature.of(in_t=i, out_t=o) for i, o in EXPRESSIONS))
+def cast_expression(src: DType, dst: DType) -> str:
+    """CAST's C expression over ``x0`` (``src``'s compute type), giving ``dst``'s compute type; the
+    kernel's store does the rest (to bool: nonzero; to a narrower integer: its low bits; to fp16 / bf16:
+    one rounding to nearest even)."""
+    if src.is_float and not dst.is_float and dst is not DType.BOOL:
+        if dst is DType.INT32:
+            return "ia_f32_to_i32(x0)"
+        lo, hi = -(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1
+        # clamping to integral bounds before rounding gives the rounded value clamped; NaN gives 0
+        return f"(x0 != x0 ? 0 : ia_f32_to_i32(fminf(fmaxf(x0, {lo}.0f), {hi}.0f)))"
+    if dst.is_float and not src.is_float:
+        # int8 and int16 are exact in fp32, and an int32 that is not rounds to infinity in fp16 either way
+        return "ia_i32_to_f32_odd(x0)" if (src, dst) == (DType.INT32, DType.BF16) else "__int2float_rn(x0)"
+    return "x0"
+
+
+@functools.cache
+def cast_kernel(src: DType, dst: DType) -> Kernel:
+    expression = cast_expression(src, dst)
+    found = kernel(kernel_name("cast", src, dst), (src,), dst, expression)
+    if "ia_i32_to_f32_odd" not in expression:
+        return found
+    return Kernel(found.name, PRELUDE + "\n" + _ODD + found.source[len(PRELUDE) :])
+
+
+@lowering(Op.CAST, signatures=tuple(Signature.of(in_t=i, out_t=o) for i, o in CASTS))
 def cast(ctx: LoweringContext) -> list[Step]:
     x, out = ctx.inputs[0], ctx.outputs[0]
-    k = kernel(kernel_name("cast", x.dtype, out.dtype), (x.dtype,), out.dtype, EXPRESSIONS[(x.dtype, out.dtype)])
-    return elementwise_launch(ctx, k, (x,))
+    return elementwise_launch(ctx, cast_kernel(x.dtype, out.dtype), (x,))
 
 
 # ---- RESCALE ----------------------------------------------------------------------------------------------
