@@ -32,6 +32,7 @@ import struct
 import threading
 from typing import Any
 
+import cuda_blas_fake
 import host_kernels
 import numpy as np
 import pytest
@@ -66,6 +67,7 @@ def install(monkeypatch: pytest.MonkeyPatch, driver: FakeDriver) -> None:
     monkeypatch.setattr(device_module, "api", lambda: driver)
     monkeypatch.setattr(accelerator, "require_architecture", lambda arch: None)
     monkeypatch.setattr(kernels, "compile_source", source_image)
+    cuda_blas_fake.install(monkeypatch, driver)
 
 
 class Access:

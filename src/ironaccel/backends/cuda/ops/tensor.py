@@ -40,6 +40,7 @@ from ....tosa.dtypes import DType
 from ....tosa.operators import Op
 from ....tosa.spec import operator as spec_of
 from ..prelude import PRELUDE
+from . import matmul as products
 from .common import Kernel, Launch, LoweringContext, Step
 from .elementwise import ctype, kernel_name
 from .elementwise_binary import nan_mode
@@ -457,5 +458,30 @@ def argmax(ctx: LoweringContext) -> list[Step]:
     return [Launch(argmax_kernel(x.dtype), (ctx.place(x),), ctx.place(out), count, (count,), (), scalars)]
 
 
-# ---- MATMUL ---------------------------------------------------------------------------------------------
-# MATMUL is registered below this line, by its own lowering (not the kernels above).
+# ---- MATMUL: cuBLASLt products (.matmul) ------------------------------------------------------------------
+FLOAT_ZERO_POINTS = Constraint("zero zero-points for float operands", zero_zero_points().check)
+
+
+def _constant_zero_points(view: OperatorView) -> bool:
+    return len(view.consts) > 3 and view.consts[2] is not None and view.consts[3] is not None
+
+
+# The correction of the exact product is computed at load, from the zero points' values.
+CONSTANT_MATMUL_ZERO_POINTS = Constraint("constant MATMUL zero points", _constant_zero_points)
+
+
+@lowering(
+    Op.MATMUL,
+    signatures=tuple(
+        Signature.of(in_t=i, out_t=o)
+        for i, o in (("fp32", "fp32"), ("fp16", "fp16"), ("fp16", "fp32"), ("bf16", "fp32"))
+    ),
+    constraints=(FLOAT_ZERO_POINTS,),
+)
+def matmul(ctx: LoweringContext) -> list[Step]:
+    return products.float_steps(ctx)
+
+
+@lowering(Op.MATMUL, signatures=(Signature.of(in_t="int8", out_t="int32"),), constraints=(CONSTANT_MATMUL_ZERO_POINTS,))
+def matmul_integer(ctx: LoweringContext) -> list[Step]:
+    return products.int8_steps(ctx)
