@@ -1,6 +1,6 @@
-"""GATHER and SCATTER along the K axis of [N, K, C] tensors with int32 [N, W] indices, for bool-free
-TOSA 1.0 types (int8, int16, int32, fp16, bf16, fp32), moved as bits (``.data_layout``'s integer of each
-width), so results are exact.
+"""GATHER and SCATTER along the K axis of [N, K, C] tensors with int32 [N, W] indices, for the types
+TOSA 1.0 gives them (int8, int16, int32, fp16, bf16, fp32), moved as bits (``.data_layout``'s integer of
+each width), so results are exact.
 
 GATHER: one thread per result element [n, w, c] reads its row's index and copies values[n, index, c].
 SCATTER: one thread per result element [n, k, c], with no atomics: it looks through its batch's W indices
