@@ -9,17 +9,20 @@ context (:meth:`.device.CudaDevice.close`).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import DeviceLost
+from ...runtime.accelerator import BoundRange
 from ...runtime.types import DeviceInfo, Quota
 from . import capability
 from .device import CudaDevice, open_device
 from .kernels import Modules, require_architecture
+from .launcher import CudaLauncher
 from .memory import CudaMemory
-from .program import CudaPrograms
+from .program import CudaPrograms, LoadedProgram
 from .registration import NAME
-from .submit import CudaSubmission
+from .submit import CudaQueue, CudaSubmission
 
 NVIDIA = 0x10DE  # the PCI vendor id
 
@@ -51,6 +54,10 @@ class CudaAccelerator(CudaMemory, CudaPrograms, CudaSubmission):
 
     def _capabilities(self) -> Any:
         return capability.descriptor()
+
+    def _prepare(self, queue: CudaQueue, program: LoadedProgram, ranges: Sequence[BoundRange]) -> CudaLauncher:
+        # Launched from the caller's thread, no worker in between (.launcher).
+        return CudaLauncher(queue, program, ranges)
 
     def close(self) -> None:
         """Wait for the device, destroy everything still alive on it, and release it. The accelerator is

@@ -111,6 +111,8 @@ class LoadedProgram:
         self.gemms: list[Any] = []  # the products' cuBLASLt plans, destroyed with the program
         self.graphs: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
         self.graphs_refused: str | None = None
+        # The event after the latest launched run (.launcher): a run on any stream waits for it first.
+        self.tail: Any = None
         try:
             if plan.scratch_bytes:
                 self.scratch = int(check(driver.cuMemAlloc(plan.scratch_bytes), "cuMemAlloc(scratch)"))

@@ -70,6 +70,8 @@ class CudaQueue(OrderedWorker):
             with self.device.use() as driver, program.lock:
                 event.checkpoint()
                 try:
+                    if program.tail is not None:  # a launched run may still use the arena
+                        check(driver.cuStreamWaitEvent(self.stream, program.tail, 0), "cuStreamWaitEvent")
                     program.enqueue(self.stream, ranges)
                     check(driver.cuEventRecord(self.done, self.stream), "cuEventRecord")
                 except BaseException:
