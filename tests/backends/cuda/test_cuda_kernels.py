@@ -21,6 +21,7 @@ from ironaccel.backends.cuda.capability import descriptor
 from ironaccel.backends.cuda.ops import registrations
 from ironaccel.backends.cuda.ops.common import Kernel
 from ironaccel.backends.cuda.ops.registry import TABLE
+from ironaccel.backends.cuda.prelude import PRELUDE
 
 ARCHITECTURES = ("sm_80", "sm_90")
 
@@ -49,6 +50,19 @@ def test_every_registration_lives_in_the_module_of_its_operators_group():
     assert TABLE.misplaced("ironaccel.backends.cuda.ops") == []
 
 
+def _units(found: dict[str, tuple[Kernel, str]]) -> list[list[tuple[Kernel, str]]]:
+    """The kernels grouped into translation units of distinct entry names, each unit compiled once with
+    one prelude: NVRTC's fixed cost per program, paid once per unit, not once per kernel."""
+    units: list[dict[str, tuple[Kernel, str]]] = []
+    for kernel, pair in found.values():
+        unit = next((u for u in units if kernel.name not in u), None)
+        if unit is None:
+            unit = {}
+            units.append(unit)
+        unit[kernel.name] = (kernel, pair)
+    return [list(u.values()) for u in units]
+
+
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_every_kernel_source_compiles_with_nvrtc(arch):
     pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
@@ -57,14 +71,20 @@ def test_every_kernel_source_compiles_with_nvrtc(arch):
     assert arch in kernels.supported_architectures()
     found = _kernels()
     assert len(found) > 40, "the lowerings produced too few kernels"
+    assert all(k.source.startswith(PRELUDE) for k, _ in found.values()), "a kernel without the prelude"
     failures = []
-    for kernel, pair in found.values():
+    for unit in _units(found):
+        source = PRELUDE + "\n".join(k.source[len(PRELUDE) :] for k, _ in unit)
         try:
-            image = kernels.compile_source(kernel.source, arch)
-        except Exception as exc:  # noqa: BLE001 - every failing source is named, not only the first
-            failures.append(f"{pair}: {kernel.name}: {exc}")
+            image = kernels.compile_source(source, arch)
+        except Exception:  # noqa: BLE001 - then each kernel alone, so that every failing one is named
+            for kernel, pair in unit:
+                try:
+                    kernels.compile_source(kernel.source, arch)
+                except Exception as exc:  # noqa: BLE001
+                    failures.append(f"{pair}: {kernel.name}: {exc}")
             continue
-        assert image[:4] == b"\x7fELF", f"{pair}: {kernel.name}: NVRTC gave no cubin"
+        assert image[:4] == b"\x7fELF", "NVRTC gave no cubin"
     assert not failures, "\n".join(failures)
 
 
