@@ -107,13 +107,13 @@ def test_an_installed_backend_opens_by_name_and_runs(installed):
 
 def test_auto_tries_an_installed_backend_at_its_rank(installed):
     _fake(installed, rank=0)
-    assert tuple(AUTO_ORDER) == ("fake", "vulkan", "cpu")
+    assert tuple(AUTO_ORDER) == ("fake", "cuda", "vulkan", "cpu")
     with ironaccel.open("auto") as dev:
         assert dev.name == "fake" and dev.why.startswith("picked fake"), dev.why
     (installed / "fake_accel.py").write_text(PLUGIN.format(rank=50, one_device=False, family=None, why_not=None))
     sys.modules.pop("fake_accel", None)
     backends.rescan()
-    assert tuple(AUTO_ORDER) == ("vulkan", "fake", "cpu")
+    assert tuple(AUTO_ORDER) == ("cuda", "vulkan", "fake", "cpu")
 
 
 def test_a_backend_with_no_rank_is_never_tried_by_auto(installed):
@@ -181,9 +181,9 @@ def test_an_unreadable_registration_is_refused_with_its_reason(broken, name):
 
 
 def test_auto_passes_over_unreadable_registrations_and_says_why(broken):
-    assert set(AUTO_ORDER[:4]) == set(BROKEN) and tuple(AUTO_ORDER[4:]) == ("vulkan", "cpu")
+    assert set(AUTO_ORDER[:4]) == set(BROKEN) and tuple(AUTO_ORDER[4:]) == ("cuda", "vulkan", "cpu")
     with ironaccel.open("auto") as dev:
-        assert dev.name in ("vulkan", "cpu") and "; skipped " in dev.why, dev.why
+        assert dev.name in ("cuda", "vulkan", "cpu") and "; skipped " in dev.why, dev.why
         skipped = dev.why.partition("; skipped ")[2]
         for name, (_, why) in BROKEN.items():
             assert f"{name}: execution backend {name!r} (broken-accel 1.0) cannot be used: " in skipped, skipped
@@ -274,7 +274,7 @@ def test_each_bundled_registration_opens_what_it_names(name):
 
 
 def test_the_bundled_auto_order_and_families():
-    assert tuple(AUTO_ORDER) == ("vulkan", "cpu")  # cuda runs too few operators to be picked yet
+    assert tuple(AUTO_ORDER) == ("cuda", "vulkan", "cpu")  # the vendor's own path first on NVIDIA
     assert backends.backend_for(BackendKind.CUDA).name == "cuda"
     assert backends.backend_for(BackendKind.VULKAN).name == "vulkan"
     assert backends.backend_for(BackendKind.CPU).name == "cpu"

@@ -169,8 +169,8 @@ def test_the_registration_is_light_and_not_tried_by_auto_yet():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['ironaccel.backends.cuda.registration']"
     assert REGISTRATION.name == REGISTRATION.family == "cuda" and not REGISTRATION.one_device
-    # Elementwise operators only: "auto" would pick a device that refuses most programs.
-    assert REGISTRATION.auto_rank is None and "cuda" not in AUTO_ORDER
+    # "auto" tries it before Vulkan: on NVIDIA hardware it is the vendor's own path.
+    assert REGISTRATION.auto_rank is not None and tuple(AUTO_ORDER).index("cuda") < tuple(AUTO_ORDER).index("vulkan")
 
 
 def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():

@@ -17,12 +17,12 @@ REGISTRATION = BackendRegistration(
     name=NAME,
     open="ironaccel.backends.cuda.accelerator:open_accelerator",
     family="cuda",
-    # Not tried by "auto" yet: it runs elementwise operators only, so "auto" on an NVIDIA machine would pick a
-    # device that refuses most programs. It takes a rank before Vulkan's 10 once it runs the bundled models.
-    auto_rank=None,
+    # Before Vulkan's 10: on NVIDIA hardware the vendor's own path runs the same programs (the bundled
+    # models included) with NVIDIA's libraries, where Vulkan reaches the device through a general API.
+    auto_rank=5,
     why_not="ironaccel.backends.cuda.registration:why_not",
     one_device=False,
-    summary="TOSA 1.0 as CUDA C kernels compiled by NVRTC, through the CUDA driver API (first operators)",
+    summary="TOSA 1.0 as CUDA C kernels compiled by NVRTC and cuBLASLt products, through the CUDA driver API",
 )
 
 

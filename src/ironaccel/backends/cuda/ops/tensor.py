@@ -458,30 +458,19 @@ def argmax(ctx: LoweringContext) -> list[Step]:
     return [Launch(argmax_kernel(x.dtype), (ctx.place(x),), ctx.place(out), count, (count,), (), scalars)]
 
 
-# ---- MATMUL: cuBLASLt products (.matmul) ------------------------------------------------------------------
-FLOAT_ZERO_POINTS = Constraint("zero zero-points for float operands", zero_zero_points().check)
-
-
-def _constant_zero_points(view: OperatorView) -> bool:
-    return len(view.consts) > 3 and view.consts[2] is not None and view.consts[3] is not None
-
-
-# The correction of the exact product is computed at load, from the zero points' values.
-CONSTANT_MATMUL_ZERO_POINTS = Constraint("constant MATMUL zero points", _constant_zero_points)
-
-
+# ---- MATMUL: cuBLASLt products (.matmul); the correction for int8 zero points is computed at load ------------
 @lowering(
     Op.MATMUL,
     signatures=tuple(
         Signature.of(in_t=i, out_t=o)
         for i, o in (("fp32", "fp32"), ("fp16", "fp16"), ("fp16", "fp32"), ("bf16", "fp32"))
     ),
-    constraints=(FLOAT_ZERO_POINTS,),
+    constraints=(ZERO_ZERO_POINTS,),
 )
 def matmul(ctx: LoweringContext) -> list[Step]:
     return products.float_steps(ctx)
 
 
-@lowering(Op.MATMUL, signatures=(Signature.of(in_t="int8", out_t="int32"),), constraints=(CONSTANT_MATMUL_ZERO_POINTS,))
+@lowering(Op.MATMUL, signatures=(Signature.of(in_t="int8", out_t="int32"),), constraints=(CONSTANT_ZERO_POINTS,))
 def matmul_integer(ctx: LoweringContext) -> list[Step]:
     return products.int8_steps(ctx)
