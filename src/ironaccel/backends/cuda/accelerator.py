@@ -34,6 +34,7 @@ class CudaAccelerator(CudaMemory, CudaPrograms, CudaSubmission):
     def __init__(self, device: CudaDevice, quota: Quota | None = None) -> None:
         super().__init__(quota=quota)
         self.device = device
+        self._init_submission()
         self.modules = Modules(device)
         device.adopt("modules", self.modules)
         self._finalizer = weakref.finalize(self, device.close)

@@ -2,8 +2,8 @@
 
 ``launch`` puts the run on the queue's stream itself (its captured graph: one ``cuGraphLaunch``, see
 :mod:`.program`) and records the ticket's CUevent after it; ``reached`` queries that event and ``wait``
-polls it briefly, then blocks in ``cuEventSynchronize``. Neither involves another thread, so a launch and
-its wait cost a few driver calls, where a submission costs two thread wake-ups.
+polls it briefly, then blocks in ``cuEventSynchronize`` (:func:`.submit.wait_fired`). A launch skips the
+contract's event and its bookkeeping: it costs a few driver calls.
 
 Runs of one program share its arena. The queue's worker holds the program's lock until its run has
 finished on the device; a launch holds it only while it enqueues. So that a later run on another stream
@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import Busy, DeviceLost
 from ...runtime.accelerator import BoundRange
 from ...runtime.prepared import check_ticket
-from .driver import check, status_name
+from .driver import check
 from .program import LoadedProgram
-from .submit import SPIN_S, CudaQueue
+from .submit import CudaQueue, fired, new_event, wait_fired
 
 MAX_IN_FLIGHT = 64  # launches not yet seen finished; one more is refused as Busy
-SLEEP_S = 50e-6  # a wait with a timeout sleeps this long between queries, once its spin is over
 
 
 class CudaLauncher:
@@ -44,10 +42,7 @@ class CudaLauncher:
         self._free: list[Any] = []  # events of finished tickets, reused
 
     def _event(self, driver: Any) -> Any:
-        if self._free:
-            return self._free.pop()
-        flags = int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING) | int(driver.CUevent_flags.CU_EVENT_BLOCKING_SYNC)
-        return check(driver.cuEventCreate(flags), "cuEventCreate")
+        return self._free.pop() if self._free else new_event(driver)
 
     def launch(self) -> int:
         with self._lock, self.device.use() as driver:
@@ -74,10 +69,8 @@ class CudaLauncher:
         """Move the tickets whose events have fired to finished (never blocks)."""
         while self._pending:
             ticket, event = self._pending[0]
-            result = driver.cuEventQuery(event)
-            if status_name(result) == "CUDA_ERROR_NOT_READY":
+            if not fired(driver, event):
                 return
-            check(result, "cuEventQuery")
             self._pending.popleft()
             self._finished = ticket
             self._free.append(event)
@@ -91,23 +84,12 @@ class CudaLauncher:
     def wait(self, ticket: int, timeout: float | None) -> bool:
         with self._lock:
             check_ticket(ticket, self._issued)
-        end = None if timeout is None else time.perf_counter() + timeout
-        spin_until = time.perf_counter() + SPIN_S
-        while not self.reached(ticket):
-            now = time.perf_counter()
-            if end is not None and now >= end:
-                return False
-            if now < spin_until:
-                continue
-            if end is not None:
-                time.sleep(SLEEP_S)
-                continue
-            with self._lock:
-                waiting = next((e for t, e in self._pending if t >= ticket), None)
-            if waiting is not None:  # blocking-sync: the thread sleeps until the device signals
-                with self.device.use() as driver:
-                    check(driver.cuEventSynchronize(waiting), "cuEventSynchronize")
-        return True
+            waiting = next((e for t, e in self._pending if t >= ticket), None)
+        if waiting is not None:
+            with self.device.use() as driver:
+                if not wait_fired(driver, waiting, timeout):
+                    return False
+        return self.reached(ticket)
 
     def idle(self) -> bool:
         with self._lock, self.device.use() as driver:
