@@ -362,12 +362,16 @@ def plan_memory(
     *,
     include_io: bool = False,
     fold: bool = False,
+    exclusive_io: bool = False,
 ) -> MemoryPlan:
     """Place the block's intermediates into one arena.
 
     Placed: every tensor of the block that is not a constant, a variable or a view (with
     ``fold=True``, also not a result of a foldable operator), and graph inputs / outputs only with
-    ``include_io``. A view takes the offset of its root, whose interval grows to cover the views.
+    ``include_io``. A view takes the offset of its root, whose interval grows to cover the views. With
+    ``exclusive_io`` (and ``include_io``) the bytes of the graph's inputs and outputs (and of what they are
+    views of) are live for the whole block, so no other tensor shares them: a backend may then bind the
+    caller's buffers in their place.
 
     Algorithm: greedy by size with best fit. Tensors are taken largest first (ties: earlier start,
     then name, so the plan is deterministic); each goes into the smallest gap between the
@@ -391,6 +395,10 @@ def plan_memory(
     group = {n: analysis.intervals[n] for n in candidates if n not in views}
     for view, root in views.items():
         group[root] = group[root].union(analysis.intervals[view])
+    if exclusive_io and group:
+        whole = Interval(min(i.start for i in group.values()), max(i.end for i in group.values()))
+        for root in {views.get(n, n) for n in io if n in candidates}:
+            group[root] = whole
     size = {n: int(size_of(block.tensor_map[n])) for n in candidates}
 
     def up(n: int) -> int:

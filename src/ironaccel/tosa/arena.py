@@ -77,9 +77,10 @@ def view_or_copy(ctx: Placing) -> list[Copy]:
 
 class ArenaLayout:
     """The places of one program's main block, every offset a multiple of ``alignment``. ``backend`` names
-    the backend in the refusal of a tensor without a static shape (LoweringError)."""
+    the backend in the refusal of a tensor without a static shape (LoweringError). ``exclusive_io``: the
+    graph's inputs and outputs share their bytes with no other tensor (``plan_memory``)."""
 
-    def __init__(self, program: Program, alignment: int, backend: str) -> None:
+    def __init__(self, program: Program, alignment: int, backend: str, exclusive_io: bool = False) -> None:
         self.block = program.main
         self.alignment = alignment
         for t in self.block.tensors:
@@ -87,7 +88,7 @@ class ArenaLayout:
                 raise LoweringError(f"tensor {t.name!r} has no static shape; the {backend} backend needs static shapes")
         # Folding policy: only RESHAPE / IDENTITY, whose result is the constant's own bytes.
         self.analysis = analyze(self.block, program, foldable=lambda op: op.op in VIEW_OPS)
-        self.memory = plan_memory(self.analysis, alignment, include_io=True, fold=True)
+        self.memory = plan_memory(self.analysis, alignment, include_io=True, fold=True, exclusive_io=exclusive_io)
         self.constants: list[tuple[int, np.ndarray]] = []  # (offset, storage array) to upload
         self.const_top = 0  # the constants' end
         self._const_places: dict[str, Place] = {}

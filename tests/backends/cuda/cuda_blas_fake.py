@@ -42,7 +42,7 @@ class FakeMatmulPlan:
 
     def _read(self, address: int, count: int, dtype: Any) -> np.ndarray:
         size = count * np.dtype(dtype).itemsize
-        self.driver._range(address, size, ("device",))
+        self.driver._range(address, size, ("device", "host"))
         return np.frombuffer(ctypes.string_at(address, size), dtype).copy()
 
     def enqueue(self, a: int, b: int, d: int, workspace: int, stream: int) -> None:
@@ -58,7 +58,7 @@ class FakeMatmulPlan:
         else:
             result = np.matmul(x.astype(np.float64), y.astype(np.float64)).astype(NUMPY[self.types.result])
         raw = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
-        self.driver._range(d, raw.size, ("device",))
+        self.driver._range(d, raw.size, ("device", "host"))
         ctypes.memmove(d, raw.ctypes.data, raw.size)
 
     def destroy(self) -> None:

@@ -44,6 +44,7 @@ from ironaccel.backends.cuda.prelude import ARG_WORDS, MAX_OPERANDS, MAX_RANK, P
 
 OK = real.CUresult.CUDA_SUCCESS
 MAX_BLOCK = 1024  # threads per block the real driver accepts at most
+ALLOCATION_ALIGNMENT = 256
 ARGS = struct.Struct(f"<{MAX_OPERANDS + 1}Q{ARG_WORDS - MAX_OPERANDS - 1}q")
 # Bytes of the C types the kernels store tensors as.
 C_SIZES = {
@@ -271,7 +272,10 @@ class FakeDriver:
     # ---- memory ---------------------------------------------------------------------------------
     def _allocate(self, size: int, kind: str) -> int:
         self._current()
-        backing = np.full(size, 0xCD, dtype=np.uint8)
+        # Aligned as cuMemAlloc's are (256 bytes at least), which runs binding buffers in place rely on.
+        raw = np.full(size + ALLOCATION_ALIGNMENT, 0xCD, dtype=np.uint8)
+        start = -raw.ctypes.data % ALLOCATION_ALIGNMENT
+        backing = raw[start : start + size]
         with self.lock:
             self.memory[backing.ctypes.data] = (backing, kind)
         return backing.ctypes.data

@@ -8,12 +8,14 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import ironaccel
 from ironaccel.backends.cuda import driver, plan, prelude
+from ironaccel.backends.cuda.binding import direct_addresses
 from ironaccel.backends.cuda.capability import descriptor
 from ironaccel.backends.cuda.device import Listed, choose
 from ironaccel.backends.cuda.ops.common import Copy, Launch, Place, coalesce, pack
@@ -21,6 +23,7 @@ from ironaccel.backends.cuda.ops.elementwise import CTYPES
 from ironaccel.backends.cuda.registration import REGISTRATION, why_not
 from ironaccel.core.errors import DeviceLost, InvalidArgument, NativeError, OutOfMemory, Unsupported
 from ironaccel.runtime.backends import AUTO_ORDER
+from ironaccel.runtime.bindings import BoundRange
 from ironaccel.tosa import DType, Op, ProgramBuilder
 from ironaccel.tosa.capability import admit
 from ironaccel.tosa.errors import LoweringError
@@ -49,11 +52,12 @@ def test_a_small_program_lowers_to_its_launches_and_arena():
     assert add.count == 6 and add.dims == (2, 3) and add.strides == ((3, 1), (0, 1))  # c broadcast over rows
     assert mul.dims == (6,) and mul.strides == ((1,), (1,)) and mul.scalars == (0,)
     assert exp.reads == (mul.write,)
-    # x, the three intermediates and y are 24 bytes each, 256-aligned. Live intervals (execution positions,
-    # closed): x [-1, 0], the sum [0, 1], the product [1, 2], the exponential [2, 3], y [3, end]: two places,
-    # one for x, the product and y, one for the sum and the exponential.
-    assert p.arena_bytes == 2 * plan.ALIGNMENT
-    assert p.inputs[0] == mul.write == p.outputs[0] and add.write == exp.write
+    # x, the three intermediates and y are 24 bytes each, 256-aligned. x and y hold their bytes for the
+    # whole run (a run may bind the caller's buffers there); the sum [0, 1] and the exponential [2, 3] share
+    # a place, and the product [1, 2], which overlaps both, takes a fourth.
+    assert p.arena_bytes == 4 * plan.ALIGNMENT
+    places = {p.inputs[0], p.outputs[0], mul.write, add.write}
+    assert len(places) == 4 and add.write == exp.write
     assert p.const_bytes == plan.ALIGNMENT and len(p.constants) == 1
     assert add.reads[1] == Place("const", 0, 12)
     assert p.inputs[0].buffer == p.outputs[0].buffer == "arena"
@@ -184,3 +188,33 @@ def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():
     assert "CUDA" in message and ("libcuda.so.1" in message or "cuda-bindings" in message), message
     with ironaccel.open("auto") as dev:
         assert dev.info.kind != "cuda"
+
+
+def _ranges(p, bases, lengths=None):
+    """Bound ranges over stand-in buffers at ``bases``, one per input then output, each whole."""
+    places = (*p.inputs, *p.outputs)[: len(bases)]
+    lengths = lengths or [pl.size for pl in places]
+    return [
+        BoundRange(slot, SimpleNamespace(device=base), 0, length, None, None)
+        for slot, (base, length) in enumerate(zip(bases, lengths, strict=True))
+    ]
+
+
+def test_aligned_whole_ranges_stand_in_for_the_io_places():
+    p = plan.build(_chain())
+    loaded = lambda place: {"arena": 0x100000, "const": 0x200000}[place.buffer] + place.offset  # noqa: E731
+    address = direct_addresses(p, _ranges(p, [0x400000, 0x500000]), loaded)
+    assert address is not None
+    assert address(p.inputs[0]) == 0x400000 and address(p.outputs[0]) == 0x500000
+    add = p.launches[0]
+    assert address(add.write) == 0x100000 + add.write.offset  # intermediates stay in the arena
+    assert address(add.reads[1]) == 0x200000  # and constants in theirs
+
+
+def test_ranges_that_cannot_stand_in_leave_the_run_copying():
+    p = plan.build(_chain())
+    loaded = lambda place: place.offset  # noqa: E731
+    assert direct_addresses(p, _ranges(p, [0x400010, 0x500000]), loaded) is None  # misaligned
+    assert direct_addresses(p, _ranges(p, [0x400000, 0x400000]), loaded) is None  # the output overlaps the input
+    assert direct_addresses(p, _ranges(p, [0x400000, 0x500000], [12, 24]), loaded) is None  # not whole
+    assert direct_addresses(p, _ranges(p, [0x400000]), loaded) is None  # the output not bound

@@ -8,7 +8,9 @@ into device memory, compiled kernels and packed launches.
   bound input ranges into their arena places and the output places back out, so every launch's addresses
   are fixed at load and the steps never change between runs. Intermediates share bytes where their live
   intervals allow (the liveness pass of ``tosa.analysis``); RESHAPE / IDENTITY results the analysis makes
-  views take their source's bytes. Offsets are aligned to 256 bytes.
+  views take their source's bytes. Offsets are aligned to 256 bytes. The graph's inputs and outputs share
+  their bytes with no other tensor (``exclusive_io``), so that a run may bind the caller's buffers in their
+  place instead of copying (:mod:`.program`).
 * Constants: the CONST tensors some step or graph output uses, packed into one constants allocation that
   is uploaded once at load. RESHAPE / IDENTITY of a constant folds into the constant's own bytes.
 * Steps: each live operator, in the analysis's execution order, becomes launches and copies through the
@@ -84,7 +86,7 @@ class _Context:
 
 def build(program: Program) -> Plan:
     """The plan of ``program`` (validated; LoweringError for what the operator table cannot run)."""
-    layout = ArenaLayout(program, ALIGNMENT, "CUDA")
+    layout = ArenaLayout(program, ALIGNMENT, "CUDA", exclusive_io=True)
     steps: list[Step] = []
     scratch = 0
     for index, operator in layout.live_operators():

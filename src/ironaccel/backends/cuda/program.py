@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.handles import Context
 from ...tosa.dtypes import DType
 from . import plan as planning
+from .binding import direct_addresses
 from .device import CudaDevice
 from .driver import check, status_name
 from .kernels import Modules
@@ -39,7 +40,7 @@ from .ops.common import BLOCK, Copy, Gemm, Launch, Place, pack
 from .prelude import ARG_WORDS
 
 ARG_BYTES = 8 * ARG_WORDS
-GRAPHS_KEPT = 8  # captured graphs a program keeps, one per set of bound ranges, the least recent dropped
+RUNS_KEPT = 8  # sets of bound ranges a program keeps commands and a graph for, the least recent dropped
 
 
 def resident_bytes(plan: planning.Plan) -> int:
@@ -95,6 +96,15 @@ def _types(step: Gemm) -> Any:
     return blas.Types(fp[step.operands], fp[step.result], blas.COMPUTE_32F, blas.R_32F)
 
 
+class _Run:
+    """What runs with one set of bound ranges: the commands, whether they use the ranges in place, the
+    captured graph (graph, executable) or None."""
+
+    def __init__(self, commands: list[Any], direct: bool) -> None:
+        self.commands, self.direct = commands, direct
+        self.graph: tuple[Any, Any] | None = None
+
+
 class LoadedProgram:
     """A program resident on the device: its arena and constants, its commands, its input and output
     places. Made and destroyed with the device in use by the caller."""
@@ -105,11 +115,12 @@ class LoadedProgram:
         self.lock = threading.Lock()
         self.resident_bytes = resident_bytes(plan)
         driver = device.api
-        functions = {k.source: modules.function(k) for k in plan.kernels}
         self.arena = int(check(driver.cuMemAlloc(plan.arena_bytes), "cuMemAlloc(arena)")) if plan.arena_bytes else 0
         self.consts = self.scratch = self.workspace = 0
-        self.gemms: list[Any] = []  # the products' cuBLASLt plans, destroyed with the program
-        self.graphs: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self.gemms: list[Any] = []  # the products' cuBLASLt plans, in step order, destroyed with the program
+        # Per set of bound ranges (the least recent dropped past RUNS_KEPT): its commands, whether they
+        # read and write the bound ranges in place (.binding), and its captured graph (or None).
+        self.runs: collections.OrderedDict[tuple, _Run] = collections.OrderedDict()
         self.graphs_refused: str | None = None
         # The event after the latest launched run (.launcher): a run on any stream waits for it first.
         self.tail: Any = None
@@ -123,15 +134,8 @@ class LoadedProgram:
             if plan.const_bytes:
                 self.consts = int(check(driver.cuMemAlloc(plan.const_bytes), "cuMemAlloc(constants)"))
                 self._upload()
-            self.commands: list[_Launch | _Copy | _Gemm] = []
-            for step in plan.steps:
-                if isinstance(step, Launch):
-                    args = pack(step, self.address)
-                    self.commands.append(_Launch(functions[step.kernel.source], step.grid, args))
-                elif isinstance(step, Copy):
-                    self.commands.append(_Copy(self.address(step.dst), self.address(step.src), step.dst.size))
-                elif isinstance(step, Gemm):
-                    self.commands.append(self._gemm(step))
+            self.functions = {k.source: modules.function(k) for k in plan.kernels}
+            self.commands = self._commands(self.address)
             self.inputs = tuple(self.address(p) for p in plan.inputs)
             self.outputs = tuple(self.address(p) for p in plan.outputs)
         except BaseException:
@@ -142,15 +146,28 @@ class LoadedProgram:
         base = {"arena": self.arena, "const": self.consts, "scratch": self.scratch}[place.buffer]
         return base + place.offset
 
-    def _gemm(self, step: Gemm) -> _Gemm:
+    def _commands(self, address: Callable[[Place], int]) -> list[_Launch | _Copy | _Gemm]:
+        """The plan's steps as commands with ``address``'s places (each product planned once, at load)."""
+        commands: list[_Launch | _Copy | _Gemm] = []
+        products = iter(self.gemms) if self.gemms else None
+        for step in self.plan.steps:
+            if isinstance(step, Launch):
+                args = pack(step, address)
+                commands.append(_Launch(self.functions[step.kernel.source], step.grid, args))
+            elif isinstance(step, Copy):
+                commands.append(_Copy(address(step.dst), address(step.src), step.dst.size))
+            elif isinstance(step, Gemm):
+                found = next(products) if products is not None else self._plan_product(step)
+                commands.append(_Gemm(found, address(step.a), address(step.b), address(step.out), self.workspace))
+        return commands
+
+    def _plan_product(self, step: Gemm) -> Any:
         from .blas import WORKSPACE_BYTES, MatmulPlan
 
-        handle = self.device.blas()
-        types = _types(step)
         shape = (step.batch, step.m, step.n, step.k)
-        found = MatmulPlan(handle, types, *shape, step.b_transposed, WORKSPACE_BYTES)
+        found = MatmulPlan(self.device.blas(), _types(step), *shape, step.b_transposed, WORKSPACE_BYTES)
         self.gemms.append(found)
-        return _Gemm(found, self.address(step.a), self.address(step.b), self.address(step.out), self.workspace)
+        return found
 
     def _upload(self) -> None:
         staging = np.zeros(self.plan.const_bytes, dtype=np.uint8)
@@ -162,26 +179,26 @@ class LoadedProgram:
         self.device.synchronize("uploading constants")
 
     def enqueue(self, stream: Any, ranges: Sequence[BoundRange]) -> None:
-        """Put one run on ``stream`` (the device in use by the caller): where the driver has graphs, the
-        run's graph for these bound ranges, captured on first use; otherwise its commands one by one."""
-        if not self.device.graphs or self.graphs_refused is not None:
-            self._enqueue_commands(stream, ranges)
-            return
+        """Put one run on ``stream`` (the device in use by the caller): the run's graph for these bound
+        ranges, captured on first use where the driver has graphs; otherwise its commands one by one."""
         key = tuple((r.slot, r.native.device + r.offset, r.length) for r in ranges)
-        graph = self.graphs.get(key)
-        if graph is None:
-            graph = self._capture(stream, ranges)
-            if graph is None:
-                self._enqueue_commands(stream, ranges)
-                return
-            self.graphs[key] = graph
-            while len(self.graphs) > GRAPHS_KEPT:
-                self._destroy_graph(self.graphs.popitem(last=False)[1])
+        run = self.runs.get(key)
+        if run is None:
+            direct = direct_addresses(self.plan, ranges, self.address)
+            run = _Run(self._commands(direct) if direct is not None else self.commands, direct is not None)
+            if self.device.graphs and self.graphs_refused is None:
+                run.graph = self._capture(stream, ranges, run)
+            self.runs[key] = run
+            while len(self.runs) > RUNS_KEPT:
+                self._forget(self.runs.popitem(last=False)[1])
         else:
-            self.graphs.move_to_end(key)
-        check(self.device.api.cuGraphLaunch(graph[1], stream), "cuGraphLaunch")
+            self.runs.move_to_end(key)
+        if run.graph is not None:
+            check(self.device.api.cuGraphLaunch(run.graph[1], stream), "cuGraphLaunch")
+        else:
+            self._enqueue_commands(stream, ranges, run)
 
-    def _capture(self, stream: Any, ranges: Sequence[BoundRange]) -> tuple[Any, Any] | None:
+    def _capture(self, stream: Any, ranges: Sequence[BoundRange], run: _Run) -> tuple[Any, Any] | None:
         """The run's commands for ``ranges`` captured from ``stream`` into an instantiated graph; None (and
         the reason kept in :attr:`graphs_refused`, after which runs go command by command) when the
         driver refuses to capture or instantiate it."""
@@ -189,7 +206,7 @@ class LoadedProgram:
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(driver.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
         try:
-            self._enqueue_commands(stream, ranges)
+            self._enqueue_commands(stream, ranges, run)
         except BaseException:
             driver.cuStreamEndCapture(stream)
             raise
@@ -204,28 +221,30 @@ class LoadedProgram:
             return None
         return graph, executable
 
-    def _destroy_graph(self, graph: tuple[Any, Any]) -> None:
-        self.device.api.cuGraphExecDestroy(graph[1])
-        self.device.api.cuGraphDestroy(graph[0])
+    def _forget(self, run: _Run) -> None:
+        if run.graph is not None:
+            self.device.api.cuGraphExecDestroy(run.graph[1])
+            self.device.api.cuGraphDestroy(run.graph[0])
+            run.graph = None
 
-    def _enqueue_commands(self, stream: Any, ranges: Sequence[BoundRange]) -> None:
-        """The bound inputs copied into their places, the commands, the outputs copied out to their bound
-        ranges."""
+    def _enqueue_commands(self, stream: Any, ranges: Sequence[BoundRange], run: _Run) -> None:
+        """``run``'s commands; unless they use the bound ranges in place, the bound inputs copied into their
+        places before and the outputs copied out to their bound ranges after."""
         driver = self.device.api
         n_inputs = len(self.inputs)
         for r in ranges:
-            if r.slot < n_inputs and r.length:
+            if not run.direct and r.slot < n_inputs and r.length:
                 _Copy(self.inputs[r.slot], r.native.device + r.offset, r.length).enqueue(driver, stream)
-        for command in self.commands:
+        for command in run.commands:
             command.enqueue(driver, stream)
         for r in ranges:
-            if r.slot >= n_inputs and r.length:
+            if not run.direct and r.slot >= n_inputs and r.length:
                 _Copy(r.native.device + r.offset, self.outputs[r.slot - n_inputs], r.length).enqueue(driver, stream)
 
     def destroy(self) -> None:
         driver = self.device.api
-        while self.graphs:
-            self._destroy_graph(self.graphs.popitem()[1])
+        while self.runs:
+            self._forget(self.runs.popitem()[1])
         while self.gemms:
             self.gemms.pop().destroy()
         for address in (self.arena, self.consts, self.scratch, self.workspace):
