@@ -114,6 +114,7 @@ BENCHMARKS = ROOT / "benchmarks"
 RESULT_TABLES = {
     "cpu": "benchmarks/results/cpu.md",
     "vulkan": "benchmarks/vulkan/results.md",
+    "cuda": "benchmarks/cuda/results.md",
     "virtio": "benchmarks/virtio/results.md",
 }
 # Files that may name GPU models (never a timing).
