@@ -8,7 +8,8 @@ loaded program submitted back to back, per-submission time = total / count) unle
 
 * MATMUL 8192^3: fp16 vs torch.matmul (cuBLAS HGEMM); fp32 vs torch.matmul with TF32 off (SGEMM); int8
   with zero points vs torch._int_mm with a column-major B (cuBLASLt's fast form; the row-major form is
-  timed beside it), checked exactly against torch's int64 sum. Float results against float64 on the GPU.
+  timed beside it), checked exactly against torch's int64 sum; and without zero points, the product alone.
+  Float results against float64 on the GPU.
 * ADD of two 2^28-element fp32 tensors as bandwidth (bytes read + written) vs a device copy (clone).
 * Small programs: ``exe(x)`` with x and the result device arrays (median wall time of the user call), vs
   torch eager running one tiny kernel and synchronizing; a prepared launch of a 1-operator and a
@@ -233,16 +234,17 @@ def table(r: dict[str, Any]) -> str:
                          f"{_hit(m['ratio'], TARGETS[key])} |")  # fmt: skip
         elif m:
             lines.append(f"| {label} | {m['error'][:100]} | | | | miss |")
-    m = r.get("matmul_int8")
-    if m and "error" not in m:
-        forms = m["peer_forms_ms"]
-        lines.append(f"| MATMUL 8192^3 int8, zero points {m['zero_points']} | {m['ironaccel_ms']:.3f} ms = "
-                     f"{m['ironaccel_tops']:.0f} TOP/s, {m['mismatches']} results differ | torch._int_mm column-major"
-                     f" B {forms['column-major b']:.3f} ms = {m['peer_tops']:.0f} TOP/s (row-major B "
-                     f"{forms['row-major b']:.3f} ms) | {m['ratio']:.2f}x | >= 1.0x, 0 differ | "
-                     f"{_hit(m['ratio'], 1.0) if not m['mismatches'] else 'miss'} |")  # fmt: skip
-    elif m:
-        lines.append(f"| MATMUL 8192^3 int8 | {m['error'][:100]} | | | | miss |")
+    for key in ("matmul_int8", "matmul_int8_no_zero_points"):
+        m = r.get(key)
+        if m and "error" not in m:
+            forms = m["peer_forms_ms"]
+            lines.append(f"| MATMUL 8192^3 int8, zero points {m['zero_points']} | {m['ironaccel_ms']:.3f} ms = "
+                         f"{m['ironaccel_tops']:.0f} TOP/s, {m['mismatches']} results differ | torch._int_mm "
+                         f"column-major B {forms['column-major b']:.3f} ms = {m['peer_tops']:.0f} TOP/s (row-major B "
+                         f"{forms['row-major b']:.3f} ms) | {m['ratio']:.2f}x | >= 1.0x, 0 differ | "
+                         f"{_hit(m['ratio'], 1.0) if not m['mismatches'] else 'miss'} |")  # fmt: skip
+        elif m:
+            lines.append(f"| MATMUL 8192^3 int8 ({key}) | {m['error'][:100]} | | | | miss |")
     m = r.get("add")
     if m and "error" not in m:
         lines.append(f"| ADD 2^28 fp32 | {m['ironaccel_ms']:.3f} ms = {m['ironaccel_gbps']:.0f} GB/s (exact: "
@@ -288,7 +290,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="the device to open (default %(default)s)")
     parser.add_argument("--out", default=str(HERE), help="folder for results.md / .json (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    names = "matmul_fp16,matmul_fp32,matmul_int8,add,small,latency,models"
+    names = "matmul_fp16,matmul_fp32,matmul_int8,matmul_int8_no_zero_points,add,small,latency,models"
     parser.add_argument("--skip", default="", help=f"comma-separated: {names}")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -304,6 +306,7 @@ def main() -> int:
         "matmul_fp16": lambda: bench_matmul(dev, torch, n, "fp16", reps),
         "matmul_fp32": lambda: bench_matmul(dev, torch, n, "fp32", max(3, reps // 4)),
         "matmul_int8": lambda: bench_matmul_int8(dev, torch, n, reps),
+        "matmul_int8_no_zero_points": lambda: bench_matmul_int8(dev, torch, n, reps, 0, 0),
         "add": lambda: bench_add(dev, torch, reps, elements),
         "small": lambda: bench_small(dev, torch, 2000),
         "latency_1": lambda: bench_latency(dev, 1, 2000),

@@ -71,6 +71,9 @@ class _Context:
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
         self.scratch_top = 0
 
+    def upload(self, key: str, data: np.ndarray) -> Place:
+        return self.layout.upload(key, data)
+
     def scratch(self, size: int) -> Place:
         # Steps of one run follow each other on one stream, so each operator's staging starts again at 0.
         place = Place("scratch", self.scratch_top, size)

@@ -103,6 +103,11 @@ class LoweringContext(Protocol):
         """Operand ``index``'s value when it is a program constant (a host-side parameter)."""
         ...
 
+    def upload(self, key: str, data: np.ndarray) -> Place:
+        """A constant the lowering made (a transposed weight, a vector of ones) uploaded once at load
+        under ``key`` (equal keys are one constant)."""
+        ...
+
     def scratch(self, size: int) -> Place:
         """``size`` bytes of device memory of the program's own, for this operator's steps only (what a
         lowering stages between its steps: a transposed operand, partial sums)."""
