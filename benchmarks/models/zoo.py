@@ -1,0 +1,561 @@
+#!/usr/bin/env python3
+"""Whole models on IronAccel's CPU backend against onnxruntime, IREE (llvm-cpu) and torch eager.
+
+    make models-zoo                          # installs what it needs, then runs this script
+    .venv-export/bin/python benchmarks/models/zoo.py [--models mobilenet_v2,resnet50] [--seconds 20]
+        [--no-int8] [--iree-timeout 240] [--refresh] [--no-write]
+
+Each model is built with random weights from a fixed seed (no download), exported once to TOSA through
+``ironaccel.torch.export`` (fp32, and int8 where ExecuTorch's PT2E quantizer takes it) and once to ONNX
+(``torch.onnx.export``); both are kept under ``.cache/models/``, keyed by the model and the versions that
+decide the bytes. A failed export is kept too, with its message, and the table shows it (``--refresh``
+exports again).
+
+The script runs in ``.venv-export`` (ironaccel, torch, ExecuTorch and tosa-tools' pins), where onnxruntime,
+IREE and matplotlib install without moving those pins. The ``onnx`` package does not: it needs a newer
+ml_dtypes than tosa-tools allows, so the ONNX export alone runs in ``.venv-bench`` (``make bench``), in a
+subprocess of this script that loads the same weights. IREE compiles the same .tosa as IronAccel (tosa-opt
+from ``.venv-tosa``). The timing reuses ``benchmarks/peers.py``: each peer in its fast form, inputs in
+its own layout prepared outside the timed calls, interleaved rounds in a rotating order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # peers.py and workloads.py
+
+import peers as peer_mod  # noqa: E402
+from workloads import Workload  # noqa: E402
+
+from ironaccel.conformance import cts  # noqa: E402
+
+REPO = HERE.parents[1]
+CACHE = REPO / ".cache" / "models"
+BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
+PEERS = ("ironaccel", "ort", "iree", "torch")
+ROUNDS = 5
+SEED = 0
+FP32_BOUND = 1e-3  # largest |ours - torch| over torch's largest |logit|
+INT8_INPUTS = 8  # inputs on which int8's top-1 is compared with fp32 torch's (and calibration inputs)
+
+
+# -- the models ---------------------------------------------------------------------------------------
+def import_torchvision() -> Any:
+    """torchvision, also where its compiled operators do not load: PyPI's torchvision wheel is built against
+    the CUDA torch, and with the CPU torch its meta registrations of ``nms``/``qnms`` fail on the missing
+    schemas. The classification models use none of those operators, so their schemas are declared, empty."""
+    import importlib.util
+
+    import torch
+
+    if "torchvision" in sys.modules:
+        return sys.modules["torchvision"]
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        raise ImportError("torchvision is not installed (make export-env)")
+    library = next(Path(spec.origin).parent.glob("_C*.so"), None)
+    try:
+        if library is not None:
+            torch.ops.load_library(str(library))
+    except OSError:
+        fragment = torch.library.Library("torchvision", "FRAGMENT")
+        fragment.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        fragment.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _KEEP.append(fragment)  # the schemas live as long as their library object
+    import torchvision
+
+    return torchvision
+
+
+_KEEP: list[Any] = []
+
+
+MODELS: dict[str, dict[str, Any]] = {
+    "mobilenet_v2": {"what": "MobileNetV2 (torchvision), 1x3x224x224", "build": "mobilenet_v2"},
+    "resnet50": {"what": "ResNet-50 (torchvision), 1x3x224x224", "build": "resnet50"},
+}
+
+
+def build(name: str) -> Any:
+    """The model in eval mode with its seeded random weights."""
+    import torch
+
+    torchvision = import_torchvision()
+    torch.manual_seed(SEED)
+    model = getattr(torchvision.models, MODELS[name]["build"])(weights=None)
+    # Fresh batch norms (mean 0, variance 1) let the activations shrink layer after layer: a random
+    # MobileNetV2's logits come out near 1e-9, where int8 rounds everything to zero and top-1 means
+    # nothing. Statistics gathered on random images keep every layer's activations near unit scale.
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a plain average over the batches
+    model.train()
+    with torch.no_grad():
+        for batch in make_inputs(4, SEED + 4, batch=8):
+            model(batch)
+    return model.eval()
+
+
+def make_inputs(count: int, seed: int, batch: int = 1) -> list[Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, 3, 224, 224, generator=generator) for _ in range(count)]
+
+
+# -- the cache ----------------------------------------------------------------------------------------
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    import torch
+
+    import ironaccel
+
+    return {
+        "torch": torch.__version__,
+        "torchvision": version("torchvision"),
+        "executorch": version("executorch"),
+        "ironaccel": ironaccel.__version__,
+    }
+
+
+def cache_key(name: str, mode: str, found: dict[str, str]) -> str:
+    exporter = f"executorch{found['executorch']}-ironaccel{found['ironaccel']}" if mode != "onnx" else "onnx"
+    return f"{name}-{mode}-seed{SEED}-torch{found['torch']}-torchvision{found['torchvision']}-{exporter}"
+
+
+def tosa_export(name: str, mode: str, model: Any, found: dict[str, str], refresh: bool) -> tuple[bytes, dict] | str:
+    """(the program's bytes, its metadata), or the reason the export failed, from the cache when there."""
+    stem = CACHE / cache_key(name, mode, found)
+    program, sidecar, failure = stem.with_suffix(".tosa"), stem.with_suffix(".json"), stem.with_suffix(".error")
+    if not refresh:
+        if program.exists() and sidecar.exists():
+            return program.read_bytes(), json.loads(sidecar.read_text())
+        if failure.exists():
+            return failure.read_text()
+    from ironaccel.torch import export
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    failure.unlink(missing_ok=True)
+    inputs = make_inputs(1, SEED + 1)
+    calibration = [(x,) for x in make_inputs(INT8_INPUTS, SEED + 2)] if mode == "int8" else None
+    started = time.monotonic()
+    try:
+        made = export(model, tuple(inputs), "int8" if mode == "int8" else None, calibration=calibration)
+    except Exception as exc:  # noqa: BLE001 - the table says why, whatever failed
+        failure.write_text(f"{type(exc).__name__}: {exc}")
+        return failure.read_text()
+    made.metadata["export_seconds"] = round(time.monotonic() - started, 1)
+    made.save(program)
+    return made.tosa, made.metadata
+
+
+def onnx_export(name: str, model: Any, found: dict[str, str], refresh: bool) -> Path | str:
+    """The ONNX file, exported in .venv-bench (it has the onnx package) from this model's weights."""
+    stem = CACHE / cache_key(name, "onnx", found)
+    onnx, failure = stem.with_suffix(".onnx"), stem.with_suffix(".onnx.error")
+    if not refresh:
+        if onnx.exists():
+            return onnx
+        if failure.exists():
+            return failure.read_text()
+    if not BENCH_PYTHON.exists():
+        return f"no ONNX export: {BENCH_PYTHON.parent.parent.name} (with onnx) is missing; `make bench` makes it"
+    import torch
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    weights = stem.with_suffix(".pt")
+    torch.save(model.state_dict(), weights)
+    done = subprocess.run(
+        [str(BENCH_PYTHON), __file__, "--onnx-export", name, str(weights), str(onnx)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    weights.unlink(missing_ok=True)
+    if done.returncode != 0 or not onnx.exists():
+        failure.write_text("ONNX export failed: " + peer_mod._last_line(done.stderr or done.stdout))
+        return failure.read_text()
+    return onnx
+
+
+def _onnx_export_main(name: str, weights: str, out: str) -> int:
+    """Runs in .venv-bench: the model's architecture, the given weights, torch.onnx.export to ``out``."""
+    import torch
+
+    model = build(name)
+    model.load_state_dict(torch.load(weights, weights_only=True))
+    (example,) = make_inputs(1, SEED + 1)
+    # The TorchScript exporter needs no onnxscript; opset 17 is one every onnxruntime of the pins reads.
+    torch.onnx.export(model, (example,), out, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"])
+    return 0
+
+
+# -- the peers on one model ---------------------------------------------------------------------------
+class Int8IronAccel(peer_mod.Peer):
+    """The int8 program as a user feeds it floats: quantize the input, ``exe(q)``, dequantize the output
+    (both in the timed call), with the scales the export recorded."""
+
+    name = "ironaccel"
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def prepare(self, workload: Workload) -> peer_mod.Prepared | str:
+        exe = self.device.compile(workload.tosa, metadata=workload.metadata)  # type: ignore[attr-defined]
+        q_in = exe.metadata.inputs[0].quantization
+        q_out = exe.metadata.outputs[0].quantization
+        inputs = workload.inputs  # read at each call: the top-1 check swaps the input in place
+        return peer_mod.Prepared(lambda: [q_out.dequantize(exe(q_in.quantize(inputs[0]))[0])], lambda y: y)
+
+
+class ZooIree(peer_mod.Iree):
+    """peers.Iree with a bound on iree-compile's time: a whole model may take long on a small machine."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__()
+        self.timeout = timeout
+
+    def prepare(self, workload: Workload) -> peer_mod.Prepared | str:
+        real = subprocess.run
+
+        def bounded(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            if args and args[0] and str(args[0][0]) == self.compiler:
+                kwargs["timeout"] = self.timeout
+            return real(*args, **kwargs)
+
+        subprocess.run = bounded  # type: ignore[assignment]
+        try:
+            return super().prepare(workload)
+        except subprocess.TimeoutExpired:
+            return f"n/a: iree-compile took over {self.timeout:.0f} s"
+        finally:
+            subprocess.run = real  # type: ignore[assignment]
+
+
+def _workload(name: str, tosa: bytes, metadata: dict, onnx: Path | str, model: Any, x: np.ndarray) -> Workload:
+    layout = [int(d) for d in metadata["inputs"][0]["shape"]]
+    nhwc = layout == [x.shape[0], x.shape[2], x.shape[3], x.shape[1]]
+    ours = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else x
+
+    def torch_module() -> Any:
+        import torch
+
+        return model.to(memory_format=torch.channels_last)
+
+    def torch_inputs(_: list[np.ndarray]) -> list[Any]:
+        import torch
+
+        return [torch.from_numpy(x).contiguous(memory_format=torch.channels_last)]
+
+    workload = Workload(
+        name=name,
+        description=MODELS[name.split(" ")[0]]["what"],
+        tosa=tosa,
+        inputs=[ours],
+        onnx_model=(lambda: str(onnx)) if isinstance(onnx, Path) else None,
+        torch_module=torch_module,
+        to_framework=lambda xs: [x],
+        torch_inputs=torch_inputs,
+    )
+    workload.metadata = metadata  # type: ignore[attr-defined]
+    return workload
+
+
+def _time(prepared: dict[str, peer_mod.Prepared], seconds: float) -> dict[str, dict[str, float]]:
+    """Medians over interleaved rounds: each round calls every peer in turn, the order rotating."""
+    order = list(prepared)
+    per_call = {}
+    for name in order:
+        per_call[name] = max(min(prepared[name].measure(2)), 1e-6)  # the second call: warm caches
+    budget = seconds / (ROUNDS * max(1, len(order)))
+    calls = {name: max(1, int(budget / per_call[name])) for name in order}
+    times: dict[str, list[float]] = {name: [] for name in order}
+    for index in range(ROUNDS):
+        shift = index % len(order)
+        for name in order[shift:] + order[:shift]:
+            times[name] += prepared[name].measure(calls[name])
+    stats = {}
+    for name, seconds_list in times.items():
+        ms = np.asarray(seconds_list) * 1e3
+        p10, p50, p90 = np.percentile(ms, [10, 50, 90])
+        stats[name] = {"median_ms": float(p50), "p10_ms": float(p10), "p90_ms": float(p90), "calls": len(ms)}
+    return stats
+
+
+def _agreement(ours: np.ndarray, torch_out: np.ndarray) -> dict[str, float]:
+    diff = float(np.max(np.abs(ours.astype(np.float64) - torch_out.astype(np.float64))))
+    peak = float(np.max(np.abs(torch_out)))
+    return {"max_abs_diff": diff, "max_rel_to_peak": diff / peak if peak else diff}
+
+
+def run_model(
+    name: str, mode: str, peers: dict[str, peer_mod.Peer], args: argparse.Namespace, found: dict[str, str]
+) -> dict[str, Any]:
+    import torch
+
+    label = f"{name} {mode}"
+    record: dict[str, Any] = {"model": name, "mode": mode, "what": MODELS[name]["what"], "peers": {}}
+    model = build(name)
+    exported = tosa_export(name, mode, model, found, args.refresh)
+    if isinstance(exported, str):
+        record["export_failed"] = exported
+        return record
+    tosa, metadata = exported
+    record["export_seconds"] = metadata.get("export_seconds")
+    record["tosa_bytes"] = len(tosa)
+    onnx: Path | str = "fp32 row"
+    if mode == "fp32":
+        onnx = onnx_export(name, model, found, args.refresh)
+        if isinstance(onnx, str):
+            record["peers"]["ort"] = {"na": onnx}
+    (x,) = [t.numpy() for t in make_inputs(1, SEED + 1)]
+    with torch.inference_mode():
+        reference = model(torch.from_numpy(x)).numpy()
+    workload = _workload(label, tosa, metadata, onnx, model, x)
+    prepared: dict[str, peer_mod.Prepared] = {}
+    for peer_name in PEERS:
+        if peer_name not in peers or peer_name in record["peers"]:
+            continue
+        if mode == "int8" and peer_name != "ironaccel":
+            record["peers"][peer_name] = {"na": "fp32 row"}  # the peers run the float model only
+            continue
+        peer = peers[peer_name]
+        if mode == "int8" and peer_name == "ironaccel":
+            peer = Int8IronAccel(peers["ironaccel"].device)  # type: ignore[attr-defined]
+        started = time.monotonic()
+        try:
+            ready = peer.prepare(workload)
+        except Exception as exc:  # noqa: BLE001 - one peer failing must not stop the comparison
+            ready = f"n/a: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if isinstance(ready, str):
+            record["peers"][peer_name] = {"na": ready}
+            continue
+        prepared[peer_name] = ready
+        outputs = ready.outputs()
+        record["peers"][peer_name] = {
+            "prepare_seconds": round(time.monotonic() - started, 1),
+            "agreement": _agreement(outputs[0].reshape(reference.shape), reference),
+        }
+        if mode == "int8":
+            record["peers"][peer_name]["top1"] = _top1_agreement(ready, workload, model)
+        print(f"  {label}: {peer_name} ready", file=sys.stderr, flush=True)
+    if "ironaccel" in prepared:
+        for peer_name, stats in _time(prepared, args.seconds).items():
+            record["peers"][peer_name].update(stats)
+    return record
+
+
+def _top1_agreement(ready: Any, workload: Workload, model: Any) -> dict[str, int]:
+    """On INT8_INPUTS fresh inputs: how often int8's top-1 class is fp32 torch's."""
+    import torch
+
+    same = 0
+    inputs = make_inputs(INT8_INPUTS, SEED + 3)
+    (template,) = workload.inputs
+    for tensor in inputs:
+        x = tensor.numpy()
+        workload.inputs[0] = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if template.shape != x.shape else x
+        (ours,) = ready.outputs()
+        with torch.inference_mode():
+            theirs = model(tensor).numpy()
+        same += int(np.argmax(ours) == np.argmax(theirs))
+    workload.inputs[0] = template
+    return {"same": same, "of": len(inputs)}
+
+
+# -- the report ---------------------------------------------------------------------------------------
+def _fmt(entry: dict[str, Any]) -> str:
+    if "na" in entry:
+        return entry["na"].removeprefix("n/a: ")
+    if "median_ms" not in entry:
+        return "-"
+    return f"{entry['median_ms']:.1f} ({entry['p10_ms']:.1f}-{entry['p90_ms']:.1f})"
+
+
+def _fmt_check(record: dict[str, Any]) -> str:
+    parts = []
+    for name, entry in record["peers"].items():
+        agreement = entry.get("agreement")
+        if not agreement or name == "torch":
+            continue
+        text = f"{name} {agreement['max_abs_diff']:.2g} ({agreement['max_rel_to_peak']:.1g} of peak)"
+        if "top1" in entry:
+            text += f", top-1 {entry['top1']['same']}/{entry['top1']['of']} as fp32"
+        elif agreement["max_rel_to_peak"] > FP32_BOUND:
+            text += " OUT OF BOUND"
+        parts.append(text)
+    return "; ".join(parts) or "-"
+
+
+def render(results: dict[str, Any]) -> str:
+    env = results["environment"]
+    lines = [
+        "# Model zoo on the CPU backend",
+        "",
+        f"Run {results['date']} on {env['cpu']} ({env['cores']} cores, load {env['load_before']}); "
+        f"{', '.join(f'{k} {v}' for k, v in env['versions'].items())}; {env['peer_versions']}.",
+        "Median ms per inference, batch 1 (p10-p90 in brackets); ratio = peer / IronAccel (> 1: IronAccel faster).",
+        f"Threads: {env['threads']}.",
+        f"Check: max |output - torch eager fp32| (relative to torch's largest |logit|; fp32 bound {FP32_BOUND:g}); "
+        f"int8 (per-tensor symmetric, PT2E, calibrated on {INT8_INPUTS} inputs): IronAccel only, the float "
+        f"input quantized and the output dequantized inside the timed call; checked by top-1 class against fp32 "
+        f"torch on {INT8_INPUTS} other inputs. The peers' figures for the model are in its fp32 row.",
+        f"Plot: {env['plot']}.",
+        "",
+        "| model | IronAccel | onnxruntime | IREE llvm-cpu | torch eager | vs ort | vs IREE | vs torch | check |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for record in results["models"]:
+        label = f"{record['model']} {record['mode']}"
+        if "export_failed" in record:
+            reason = " ".join(record["export_failed"].split())
+            lines.append(f"| {label} | export failed: {reason[:600]} | | | | | | | |")
+            continue
+        peers = record["peers"]
+        ours = peers.get("ironaccel", {}).get("median_ms")
+        cells = [_fmt(peers.get(name, {"na": "not run"})) for name in PEERS]
+        ratios = []
+        for name in ("ort", "iree", "torch"):
+            theirs = peers.get(name, {}).get("median_ms")
+            ratios.append(f"{theirs / ours:.2f}x" if ours and theirs else "-")
+        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} | {_fmt_check(record)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, Any], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "none (matplotlib is not installed where this ran)"
+    rows = [r for r in results["models"] if "ironaccel" in r["peers"] and "median_ms" in r["peers"]["ironaccel"]]
+    if not rows:
+        return "none (no model ran)"
+    labels = [f"{r['model']}\n{r['mode']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 2, 4.5))
+    width = 0.8 / len(PEERS)
+    for index, name in enumerate(PEERS):
+        values = [r["peers"].get(name, {}).get("median_ms", 0.0) for r in rows]
+        positions = [i + (index - (len(PEERS) - 1) / 2) * width for i in range(len(rows))]
+        bars = ax.bar(positions, values, width, label=name)
+        for bar, value in zip(bars, values, strict=True):
+            if not value:
+                ax.text(bar.get_x() + bar.get_width() / 2, 0, "n/a", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(rows)), labels)
+    ax.set_ylabel("ms per inference (median, batch 1)")
+    ax.set_title(f"Model zoo, CPU backend vs peers ({results['date']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"`{path.name}`"
+
+
+def _environment(peers: dict[str, peer_mod.Peer], missing: dict[str, str], found: dict[str, str]) -> dict[str, Any]:
+    import torch
+
+    threads = "; ".join(f"{name}: {peer.threads}" for name, peer in peers.items())
+    threads += f"; torch.get_num_threads() = {torch.get_num_threads()}"
+    return {
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count(),
+        "load_before": ", ".join(f"{v:.1f}" for v in os.getloadavg()),
+        "python": platform.python_version(),
+        "versions": found,
+        "peer_versions": ", ".join(p.version for p in peers.values() if p.version and p.name != "ironaccel"),
+        "threads": threads,
+        "missing_peers": missing,
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--seconds", type=float, default=20.0, help="timing budget per model and mode (default 20)")
+    parser.add_argument("--no-int8", action="store_true", help="fp32 only")
+    parser.add_argument("--iree-timeout", type=float, default=240.0, help="seconds iree-compile may take (240)")
+    parser.add_argument("--refresh", action="store_true", help="export again, ignoring .cache/models")
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--onnx-export", nargs=3, metavar=("MODEL", "WEIGHTS", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.onnx_export:
+        return _onnx_export_main(*args.onnx_export)
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; known: {list(MODELS)}")
+    found = versions()
+    peers: dict[str, peer_mod.Peer] = {}
+    missing: dict[str, str] = {}
+    factories: dict[str, Callable[[], peer_mod.Peer]] = {
+        "ironaccel": peer_mod.IronAccel,
+        "ort": peer_mod.OnnxRuntime,
+        "iree": lambda: ZooIree(args.iree_timeout),
+        "torch": peer_mod.TorchEager,
+    }
+    for name, factory in factories.items():
+        try:
+            peers[name] = factory()
+        except (ImportError, cts.ToolsNotFound) as exc:
+            missing[name] = str(exc).splitlines()[0]
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "environment": _environment(peers, missing, found),
+        "models": [],
+    }
+    try:
+        for name in names:
+            for mode in ("fp32",) if args.no_int8 else ("fp32", "int8"):
+                print(f"{name} {mode} ...", file=sys.stderr, flush=True)
+                record = run_model(name, mode, peers, args, found)
+                for peer_name, reason in missing.items():
+                    record["peers"].setdefault(peer_name, {"na": f"n/a: not installed ({reason})"})
+                results["models"].append(record)
+    finally:
+        for peer in peers.values():
+            peer.close()
+    results["environment"]["wall_seconds"] = round(time.monotonic() - started, 1)
+    if args.no_write:
+        results["environment"]["plot"] = "not drawn (--no-write)"
+    else:
+        results["environment"]["plot"] = plot(results, HERE / "cpu.png")
+    table = render(results)
+    print(table)
+    if not args.no_write:
+        (HERE / "results.md").write_text(table)
+        (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
