@@ -46,6 +46,7 @@ def _expected(a: np.ndarray, w: np.ndarray, za: int, zb: int) -> np.ndarray:
         (1, 3, 20, 12, 7, -128, False, "ia_copy_int8"),  # element by element
         (2, 4, 32, 16, 0, 0, False, "ia_transpose_int8_tiles"),  # no zero points: the product alone
         (1, 6, 24, 8, 2, -1, True, None),  # a constant B, transposed at load
+        (8, 2, 3, 8, 5, -7, False, "ia_matmul_int8_direct"),  # k not a multiple of 4: no library product
     ],
 )
 def test_int8_products_are_exact(device, batch, m, k, n, za, zb, constant, transpose):
@@ -55,9 +56,21 @@ def test_int8_products_are_exact(device, batch, m, k, n, za, zb, constant, trans
     program = _program(batch, m, k, n, za, zb, w if constant else None)
     kernels = [k_.name for k_ in plan.build(program).kernels]
     gemms = [s for s in plan.build(program).steps if isinstance(s, Gemm)]
-    assert (transpose in kernels) if transpose else not any("transpose" in n_ or "copy" in n_ for n_ in kernels)
-    assert len(gemms) == (1 if za == zb == 0 else 3)  # the product, then the two sums of the correction
+    assert (transpose in kernels) if transpose else not any("transpose" in k_ or "copy" in k_ for k_ in kernels)
+    direct = transpose == "ia_matmul_int8_direct"
+    assert len(gemms) == (0 if direct else 1 if za == zb == 0 else 3)  # the product, then the correction's sums
     exe = device.compile(program)
     (got,) = exe(a) if constant else exe(a, w)
     np.testing.assert_array_equal(got, _expected(a, w, za, zb))
     exe.close()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_int8_kernels_compile_with_nvrtc(arch):
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
+    from ironaccel.backends.cuda import kernels
+    from ironaccel.backends.cuda.ops import matmul
+    from ironaccel.backends.cuda.prelude import PRELUDE
+
+    image = kernels.compile_source(PRELUDE + "\n" + matmul.DIRECT + matmul.TRANSPOSE_TILES, arch)
+    assert image[:4] == b"\x7fELF"

@@ -10,7 +10,8 @@ with what cuBLASLt's forms need around it.
   ``sum (a - za)(b - zb) = sum ab - zb * rowsum(a) - za * colsum(b) + k za zb``. The row sums of A and of
   Bt (B's column sums) are themselves integer products with a matrix of ones, on the same library
   kernels. The arithmetic wraps in 32 bits as the product's does, so the result equals the reference's
-  exact int32 sum wherever that fits.
+  exact int32 sum wherever that fits. Shapes whose k is not a multiple of 4, which cuBLASLt's integer kernels
+  refuse, run one kernel of ours instead (one thread per result).
 """
 
 from __future__ import annotations
@@ -49,6 +50,23 @@ extern "C" __global__ void ia_transpose_int8_tiles(const __grid_constant__ IaArg
             dst[y * (k / 8)] = lo;
             dst[y * (k / 8) + 1] = hi;
         }
+    }
+}
+"""
+
+# cuBLASLt's integer kernels take operands whose leading dimension, k, is a multiple of 4; other shapes
+# (small ones, in practice) run here: one thread per result, exact in 64 bits.
+DIRECT = """\
+extern "C" __global__ void ia_matmul_int8_direct(const __grid_constant__ IaArgs a) {
+    const long long m = a.scalars[0], n = a.scalars[1], k = a.scalars[2], za = a.scalars[3], zb = a.scalars[4];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+        const long long col = i % n, row = (i / n) % m, batch = i / (m * n);
+        const signed char* x = (const signed char*)a.in[0] + (batch * m + row) * k;
+        const signed char* y = (const signed char*)a.in[1] + batch * k * n + col;
+        long long sum = 0;
+        for (long long t = 0; t < k; ++t) sum += ((long long)x[t] - za) * ((long long)y[t * n] - zb);
+        ((int*)a.out)[i] = (int)(unsigned)(unsigned long long)sum;
     }
 }
 """
@@ -108,10 +126,15 @@ def int8_steps(ctx: LoweringContext) -> list[Step]:
     if k == 0:
         zeros = kernel("ia_fill_zero_int32", (), DType.INT32, "0")
         return [Launch(zeros, (), ctx.place(out), batch * m * n, (batch * m * n,), ())]
-    bt, steps = _transposed(ctx, batch, n, k)
-    place = ctx.place(out)
-    steps.append(Gemm(ctx.place(a), bt, place, batch, m, n, k, DType.INT8, DType.INT32, b_transposed=True))
     za, zb = _zero_point(ctx, 2), _zero_point(ctx, 3)
+    place = ctx.place(out)
+    if k % 4:
+        direct = Kernel("ia_matmul_int8_direct", PRELUDE + "\n" + DIRECT)
+        count = batch * m * n
+        reads = (ctx.place(a), ctx.place(ctx.inputs[1]))
+        return [Launch(direct, reads, place, count, (count,), ((1,), (1,)), (m, n, k, za, zb))]
+    bt, steps = _transposed(ctx, batch, n, k)
+    steps.append(Gemm(ctx.place(a), bt, place, batch, m, n, k, DType.INT8, DType.INT32, b_transposed=True))
     if za == 0 and zb == 0:
         return steps
     # The row sums of A and of Bt (B's column sums) as products with ones, on the same integer kernels.
