@@ -212,7 +212,7 @@ def bench_matmul(dev: Any, torch: Any, n: int, dtype: str, reps: int) -> dict[st
         rel = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
         ref_low = torch.matmul(ta, tb).double()
         peer_rel = float(torch.linalg.norm(ref_low - ref) / torch.linalg.norm(ref))
-        kernels = sorted({s.shader for s in _plan_of(loaded).steps if hasattr(s, "shader")})
+        kernels = _shaders(loaded)
     finally:
         loaded.close()
     flop = 2.0 * n**3
@@ -264,7 +264,7 @@ def bench_matmul_int8(dev: Any, torch: Any, n: int, reps: int, a_zp: int = -3, b
         got = torch.from_numpy(loaded.output().reshape(n, n)).cuda()
         want = int8_reference(torch, ta, tb, a_zp, b_zp)
         mismatches = int((got != want).sum())
-        kernels = sorted({s.shader for s in _plan_of(loaded).steps if hasattr(s, "shader")})
+        kernels = _shaders(loaded)
     finally:
         loaded.close()
     op = 2.0 * n**3
@@ -282,10 +282,12 @@ def bench_matmul_int8(dev: Any, torch: Any, n: int, reps: int, a_zp: int = -3, b
     }
 
 
-def _plan_of(loaded: Loaded) -> Any:
-    for p in loaded.acc._native.programs:
-        return p.plan
-    raise RuntimeError("no program loaded")
+def _shaders(loaded: Loaded) -> list[str]:
+    """The compute shaders the loaded program's plan runs (none named on a backend other than Vulkan)."""
+    native = getattr(loaded.acc, "_native", None)
+    for p in getattr(native, "programs", ()):
+        return sorted({s.shader for s in p.plan.steps if hasattr(s, "shader")})
+    return []
 
 
 def bench_add(dev: Any, torch: Any, reps: int, elements: int) -> dict[str, Any]:
