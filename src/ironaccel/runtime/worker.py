@@ -1,6 +1,6 @@
 """A queue's jobs run in submission order on a thread that exists only while there is work.
 
-Backends whose queues are host threads (the CPU backend's, the CUDA backend's worker per stream) make
+Backends whose queues are host threads (the CPU backend's) make
 ``_submit`` enqueue a job on an :class:`OrderedWorker` and return: the job then starts the run's event,
 runs it and ends the event. The thread is started when a job comes to an idle worker and ends after
 ``IDLE_S`` without one, so the hundreds of idle queues a virtio guest may hold keep no thread. Waiting a
