@@ -165,7 +165,7 @@ def test_cuda_results_map_to_the_error_vocabulary():
         driver.check((Status(2), None), "cuMemAlloc(64)")
 
 
-def test_the_registration_is_light_and_not_tried_by_auto_yet():
+def test_the_registration_is_light_and_auto_tries_it_before_vulkan():
     code = (
         "import sys; import ironaccel.backends.cuda; from ironaccel.backends.cuda.registration import REGISTRATION; "
         "print(sorted(m for m in sys.modules if m.startswith(('cuda', 'ironaccel.backends.cuda.'))))"
