@@ -49,6 +49,7 @@ BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 PEERS = ("ironaccel", "ort", "iree", "torch")
 ROUNDS = 5
 SEED = 0
+RECIPE = 2  # how the random weights are made (build): part of the cache key
 FP32_BOUND = 1e-3  # largest |ours - torch| over torch's largest |logit|
 INT8_INPUTS = 8  # inputs on which int8's top-1 is compared with fp32 torch's (and calibration inputs)
 
@@ -87,6 +88,7 @@ _KEEP: list[Any] = []
 MODELS: dict[str, dict[str, Any]] = {
     "mobilenet_v2": {"what": "MobileNetV2 (torchvision), 1x3x224x224", "build": "mobilenet_v2"},
     "resnet50": {"what": "ResNet-50 (torchvision), 1x3x224x224", "build": "resnet50"},
+    "vit_b_16": {"what": "ViT-B/16 (torchvision), 1x3x224x224", "build": "vit_b_16"},
 }
 
 
@@ -108,6 +110,10 @@ def build(name: str) -> Any:
     with torch.no_grad():
         for batch in make_inputs(4, SEED + 4, batch=8):
             model(batch)
+        # ViT's head starts at zero: every logit would be 0 and the checks would compare nothing.
+        for layer in model.modules():
+            if isinstance(layer, torch.nn.Linear) and not layer.weight.any():
+                torch.nn.init.normal_(layer.weight, std=0.02)
     return model.eval()
 
 
@@ -136,13 +142,13 @@ def versions() -> dict[str, str]:
 
 def cache_key(name: str, mode: str, found: dict[str, str]) -> str:
     exporter = f"executorch{found['executorch']}-ironaccel{found['ironaccel']}" if mode != "onnx" else "onnx"
-    return f"{name}-{mode}-seed{SEED}-torch{found['torch']}-torchvision{found['torchvision']}-{exporter}"
+    return f"{name}-{mode}-seed{SEED}r{RECIPE}-torch{found['torch']}-torchvision{found['torchvision']}-{exporter}"
 
 
 def tosa_export(name: str, mode: str, model: Any, found: dict[str, str], refresh: bool) -> tuple[bytes, dict] | str:
     """(the program's bytes, its metadata), or the reason the export failed, from the cache when there."""
-    stem = CACHE / cache_key(name, mode, found)
-    program, sidecar, failure = stem.with_suffix(".tosa"), stem.with_suffix(".json"), stem.with_suffix(".error")
+    stem = str(CACHE / cache_key(name, mode, found))  # the versions' dots are no suffix
+    program, sidecar, failure = Path(stem + ".tosa"), Path(stem + ".json"), Path(stem + ".error")
     if not refresh:
         if program.exists() and sidecar.exists():
             return program.read_bytes(), json.loads(sidecar.read_text())
@@ -167,8 +173,8 @@ def tosa_export(name: str, mode: str, model: Any, found: dict[str, str], refresh
 
 def onnx_export(name: str, model: Any, found: dict[str, str], refresh: bool) -> Path | str:
     """The ONNX file, exported in .venv-bench (it has the onnx package) from this model's weights."""
-    stem = CACHE / cache_key(name, "onnx", found)
-    onnx, failure = stem.with_suffix(".onnx"), stem.with_suffix(".onnx.error")
+    stem = str(CACHE / cache_key(name, "onnx", found))
+    onnx, failure = Path(stem + ".onnx"), Path(stem + ".onnx.error")
     if not refresh:
         if onnx.exists():
             return onnx
@@ -179,7 +185,7 @@ def onnx_export(name: str, model: Any, found: dict[str, str], refresh: bool) -> 
     import torch
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    weights = stem.with_suffix(".pt")
+    weights = Path(stem + ".pt")
     torch.save(model.state_dict(), weights)
     done = subprocess.run(
         [str(BENCH_PYTHON), __file__, "--onnx-export", name, str(weights), str(onnx)],
@@ -379,6 +385,10 @@ def _top1_agreement(ready: Any, workload: Workload, model: Any) -> dict[str, int
     return {"same": same, "of": len(inputs)}
 
 
+def _left_out(name: str, mode: str, why: str) -> dict[str, Any]:
+    return {"model": name, "mode": mode, "what": MODELS[name]["what"], "left_out": why, "peers": {}}
+
+
 # -- the report ---------------------------------------------------------------------------------------
 def _fmt(entry: dict[str, Any]) -> str:
     if "na" in entry:
@@ -426,6 +436,9 @@ def render(results: dict[str, Any]) -> str:
         if "export_failed" in record:
             reason = " ".join(record["export_failed"].split())
             lines.append(f"| {label} | export failed: {reason[:600]} | | | | | | | |")
+            continue
+        if "left_out" in record:
+            lines.append(f"| {label} | {record['left_out']} | | | | | | | |")
             continue
         peers = record["peers"]
         ours = peers.get("ironaccel", {}).get("median_ms")
@@ -502,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--seconds", type=float, default=20.0, help="timing budget per model and mode (default 20)")
     parser.add_argument("--no-int8", action="store_true", help="fp32 only")
+    parser.add_argument("--fp32-only", default="", help="comma-separated models whose int8 row is left out")
     parser.add_argument("--iree-timeout", type=float, default=240.0, help="seconds iree-compile may take (240)")
     parser.add_argument("--refresh", action="store_true", help="export again, ignoring .cache/models")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
@@ -537,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             for mode in ("fp32",) if args.no_int8 else ("fp32", "int8"):
                 print(f"{name} {mode} ...", file=sys.stderr, flush=True)
+                if mode == "int8" and name in args.fp32_only.split(","):
+                    results["models"].append(_left_out(name, mode, "int8 left out of this run (--fp32-only)"))
+                    continue
                 record = run_model(name, mode, peers, args, found)
                 for peer_name, reason in missing.items():
                     record["peers"].setdefault(peer_name, {"na": f"n/a: not installed ({reason})"})
