@@ -116,6 +116,7 @@ RESULT_TABLES = {
     "vulkan": "benchmarks/vulkan/results.md",
     "cuda": "benchmarks/cuda/results.md",
     "virtio": "benchmarks/virtio/results.md",
+    "models": "benchmarks/models/results.md",
 }
 # Files that may name GPU models (never a timing).
 QUOTES_ALLOWED = {
