@@ -40,7 +40,7 @@ EXPORT_VENV ?= .venv-export
 $(EXPORT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(EXPORT_VENV)
 	$(EXPORT_VENV)/bin/python -m pip install -q --upgrade pip
-	$(EXPORT_VENV)/bin/python -m pip install -q -e ".[torch]" "pytest>=8" "torchvision==0.28.0"
+	$(EXPORT_VENV)/bin/python -m pip install -q -e ".[torch]" "pytest>=8"
 	touch $@
 
 .PHONY: export-env
