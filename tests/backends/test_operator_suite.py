@@ -17,16 +17,14 @@ Vulkan layers (``vulkan_fixtures.clean``) and with nothing left loaded on the de
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ironaccel
 import operator_cases
-from ironaccel.backends import cpu
 from ironaccel.core.errors import IronAccelError, Unsupported
 from ironaccel.runtime import BufferDesc
 from ironaccel.tosa import TOSA_1_0_OPS, descriptor_for_all_of_tosa_1_0
-from operator_check import advertised, assert_matches, signature_id
+from operator_check import advertised, check_against_reference, signature_id
 
 try:  # the Vulkan layers' messages: a test that leaves any fails
     from vulkan_fixtures import clean
@@ -125,21 +123,7 @@ def test_what_the_device_advertises_runs_as_the_reference(devices, name, op, sig
     case = operator_cases.case(op, signature)
     device = devices(name)
     before = _live(device)
-    try:
-        exe = device.compile(case.program)
-    except Unsupported as exc:
-        pytest.fail(f"{name} advertises {op.name} ({signature}) but refused it at load: {exc}")
-    try:
-        reference = cpu.load(case.program)
-        outputs = case.program.main.output_tensors
-        for number, call in enumerate(case.calls):
-            got, want = exe(*call), reference.run(list(call))
-            assert len(got) == len(want) == len(outputs)
-            for tensor, g, w in zip(outputs, got, want, strict=True):
-                what = f"{name} {op.name} ({signature}) call {number} output {tensor.name!r}"
-                assert_matches(np.asarray(g), np.asarray(w), tensor.dtype, case.kind, what)
-    finally:
-        exe.close()
+    check_against_reference(device, op, signature, case, name, name)
     assert _live(device) == before
 
 

@@ -79,3 +79,28 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: DType, kind: str, w
 
 
 __all__ = ["TOLERANCE", "advertised", "assert_matches", "signature_id"]
+
+
+def check_against_reference(device, op: Op, signature: Signature, case, advertiser: str, label: str) -> None:
+    """Compile ``case``'s program on ``device`` and check every call against the CPU reference: a refusal
+    at load fails (``advertiser`` advertised the pair), every output must match (``label`` in messages)."""
+    import pytest
+
+    from ironaccel.backends import cpu
+    from ironaccel.core.errors import Unsupported
+
+    try:
+        exe = device.compile(case.program)
+    except Unsupported as exc:
+        pytest.fail(f"{advertiser} advertises {op.name} ({signature}) but refused it at load: {exc}")
+    try:
+        reference = cpu.load(case.program)
+        outputs = case.program.main.output_tensors
+        for number, call in enumerate(case.calls):
+            got, want = exe(*call), reference.run(list(call))
+            assert len(got) == len(want) == len(outputs)
+            for tensor, g, w in zip(outputs, got, want, strict=True):
+                what = f"{label} {op.name} ({signature}) call {number} output {tensor.name!r}"
+                assert_matches(np.asarray(g), np.asarray(w), tensor.dtype, case.kind, what)
+    finally:
+        exe.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 
-import numpy as np
 import pytest
 
 pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is installed with the [cuda] extra")
@@ -25,11 +24,9 @@ from cuda_driver_fake import FakeDriver, install
 
 import ironaccel
 import operator_cases
-from ironaccel.backends import cpu
 from ironaccel.backends.cuda import plan
 from ironaccel.backends.cuda.capability import descriptor
-from ironaccel.core.errors import Unsupported
-from operator_check import advertised, assert_matches, signature_id
+from operator_check import advertised, check_against_reference, signature_id
 
 PAIRS = advertised(descriptor())
 
@@ -58,21 +55,7 @@ def test_the_advertised_pair_runs_as_the_reference(device, op, signature):
     dev, driver = device
     case = operator_cases.case(op, signature)
     launched = len(driver.launches)
-    try:
-        exe = dev.compile(case.program)
-    except Unsupported as exc:
-        pytest.fail(f"cuda advertises {op.name} ({signature}) but refused it at load: {exc}")
-    try:
-        reference = cpu.load(case.program)
-        outputs = case.program.main.output_tensors
-        for number, call in enumerate(case.calls):
-            got, want = exe(*call), reference.run(list(call))
-            assert len(got) == len(want) == len(outputs)
-            for tensor, g, w in zip(outputs, got, want, strict=True):
-                what = f"cuda (host kernels) {op.name} ({signature}) call {number} output {tensor.name!r}"
-                assert_matches(np.asarray(g), np.asarray(w), tensor.dtype, case.kind, what)
-    finally:
-        exe.close()
+    check_against_reference(dev, op, signature, case, "cuda", "cuda (host kernels)")
     kernels = plan.build(case.program).kernels
     assert {k.name for k in kernels} <= set(driver.launches[launched:]), "a planned kernel never ran"
 
