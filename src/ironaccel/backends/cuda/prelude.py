@@ -1,5 +1,5 @@
 """The CUDA C every kernel source starts with (the backend's one header, kept as Python strings): the
-fp16 / bf16 conversions, the arithmetic TOSA's rules need, and the argument block of the elementwise
+fp16 / bf16 / fp8 conversions, the arithmetic TOSA's rules need, and the argument block of the elementwise
 kernels. NVRTC compiles each kernel with no include path, so nothing here includes a header.
 
 Conversions (:data:`CONVERSIONS`) work on bit patterns with integer code, so they give the same bits under
@@ -8,10 +8,16 @@ any floating-point mode and on any compiler:
 * fp16 and bf16 -> fp32 are exact (subnormal fp16 values normalised by shifting; NaN keeps sign and payload);
 * fp32 -> fp16 and fp32 -> bf16 round to nearest, ties to even, as TOSA's CAST and every narrow result ask;
   magnitudes at or past the halfway point above the largest finite value become infinities; a NaN becomes
-  the quiet NaN of its sign (0x7E00 / 0x7FC0), as the CPU backend's rounding gives.
+  the quiet NaN of its sign (0x7E00 / 0x7FC0), as the CPU backend's rounding gives;
+* fp8e4m3 and fp8e5m2 -> fp32 are exact (fp8e5m2 is the upper byte of an fp16);
+* fp32 -> fp8e4m3 and fp32 -> fp8e5m2 round to nearest even, keeping subnormals, with the CPU backend's
+  overflow rules: fp8e4m3 has no infinity, so a rounded magnitude past 448 and an infinity give its NaN
+  (0x7F with the sign); fp8e5m2 overflows to its infinity (0x7C). A NaN becomes the NaN ml_dtypes stores
+  for it, with its sign (0x7F for fp8e4m3, 0x7E for fp8e5m2). fp16 and bf16 reach fp8 through fp32, which
+  holds them exactly, so CAST rounds once from the source value.
 
 :data:`CONVERSIONS` is plain C under :data:`HOST_HEADER` too, which is how the tests compare it with numpy
-and ml_dtypes over every 16-bit pattern without a GPU (tests/backends/cuda).
+and ml_dtypes over every 16-bit (and 8-bit) pattern without a GPU (tests/backends/cuda).
 
 The argument block (:data:`ARGS`) is one struct of 64-bit words passed by value as a ``__grid_constant__``
 parameter (read where the driver placed it, never copied per thread): operand and result addresses, the
@@ -91,6 +97,68 @@ IA_FN unsigned short ia_f32_to_bf16(float value) {
     if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)(((x >> 16) & 0x8000u) | 0x7FC0u);
     x += 0x7FFFu + ((x >> 16) & 1u); /* a carry out of the exponent's top gives the infinity, as it should */
     return (unsigned short)(x >> 16);
+}
+
+/* fp8e4m3 (bias 7, no infinity, 0x7F / 0xFF the only NaNs) -> fp32, exact. */
+IA_FN float ia_e4m3_to_f32(unsigned char b) {
+    unsigned sign = ((unsigned)b & 0x80u) << 24;
+    unsigned exponent = ((unsigned)b >> 3) & 0xFu;
+    unsigned mantissa = (unsigned)b & 0x7u;
+    if (exponent == 0xFu && mantissa == 0x7u) return ia_float(sign | 0x7FC00000u);
+    if (exponent != 0u) return ia_float(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+    if (mantissa == 0u) return ia_float(sign);
+    exponent = 121u; /* a subnormal is mantissa * 2^-9: shift its leading one up to the implicit bit */
+    while ((mantissa & 0x8u) == 0u) {
+        mantissa <<= 1;
+        exponent -= 1u;
+    }
+    return ia_float(sign | (exponent << 23) | ((mantissa & 0x7u) << 20));
+}
+
+/* fp8e5m2 is the upper byte of an fp16 (same exponent, two mantissa bits): exact. */
+IA_FN float ia_e5m2_to_f32(unsigned char b) {
+    return ia_f16_to_f32((unsigned short)((unsigned)b << 8));
+}
+
+/* fp32 -> an fp8 format of m mantissa bits and exponent bias `bias`, round to nearest even, subnormals
+   kept: the code (exponent and mantissa bits) is computed as an integer, so a rounding carry moves into the
+   exponent as it should. Codes past `largest` (the largest finite one) and infinities give `overflow`; a
+   NaN gives `nan`; the sign is kept throughout. */
+IA_FN unsigned char ia_f32_to_f8(float value, unsigned m, unsigned bias, unsigned largest, unsigned overflow,
+                                 unsigned nan) {
+    unsigned x = ia_bits(value);
+    unsigned sign = (x >> 24) & 0x80u;
+    unsigned magnitude = x & 0x7FFFFFFFu;
+    unsigned code;
+    if (magnitude > 0x7F800000u) return (unsigned char)(sign | nan);
+    if (magnitude == 0x7F800000u) return (unsigned char)(sign | overflow);
+    if ((magnitude >> 23) >= 128u - bias) { /* normal in fp8: rebias the exponent, round at bit 23 - m */
+        unsigned r = magnitude - ((127u - bias) << 23);
+        r += (1u << (22u - m)) - 1u + ((r >> (23u - m)) & 1u);
+        code = r >> (23u - m);
+    } else {
+        /* the bits below fp8's least subnormal 2^(1 - bias - m) */
+        unsigned shift = 151u - bias - m - (magnitude >> 23);
+        if (shift > 24u) return (unsigned char)sign; /* below half the least subnormal */
+        {
+            unsigned significand = (magnitude & 0x7FFFFFu) | 0x800000u;
+            unsigned rest = significand & ((1u << shift) - 1u);
+            unsigned half = 1u << (shift - 1u);
+            code = significand >> shift;
+            if (rest > half || (rest == half && (code & 1u))) code += 1u;
+        }
+    }
+    if (code > largest) return (unsigned char)(sign | overflow);
+    return (unsigned char)(sign | code);
+}
+
+/* fp8e4m3 has no infinity: overflow and infinities give its NaN (OCP's non-saturating mode). */
+IA_FN unsigned char ia_f32_to_e4m3(float value) {
+    return ia_f32_to_f8(value, 3u, 7u, 0x7Eu, 0x7Fu, 0x7Fu);
+}
+
+IA_FN unsigned char ia_f32_to_e5m2(float value) {
+    return ia_f32_to_f8(value, 2u, 15u, 0x7Bu, 0x7Cu, 0x7Eu);
 }
 """
 
