@@ -20,7 +20,7 @@ from ironaccel.backends.cuda import blas
 from ironaccel.core.errors import Unsupported
 
 NUMPY = {blas.R_32F: np.float32, blas.R_16F: np.float16, blas.R_16BF: ml_dtypes.bfloat16, blas.R_8I: np.int8,
-         blas.R_32I: np.int32}  # fmt: skip
+         blas.R_32I: np.int32, blas.R_8F_E4M3: ml_dtypes.float8_e4m3fn}  # fmt: skip
 
 
 class FakeHandle:
@@ -36,6 +36,8 @@ class FakeMatmulPlan:
                  b_transposed: bool, workspace_bytes: int) -> None:  # fmt: skip
         if min(batch, m, n, k) <= 0:
             raise Unsupported(f"cuBLASLt has no algorithm for this product ({batch} x {m}x{k} by {k}x{n})")
+        if types.operands == blas.R_8F_E4M3 and not b_transposed:
+            raise Unsupported("cuBLASLt's fp8 products take only the TN form")
         self.driver, self.types = handle.driver, types
         self.shape, self.b_transposed = (batch, m, n, k), b_transposed
         self.workspace_bytes = 0

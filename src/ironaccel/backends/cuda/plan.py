@@ -63,10 +63,11 @@ class Plan:
 class _Context:
     """The :class:`~.ops.common.LoweringContext` of one operator."""
 
-    def __init__(self, layout: ArenaLayout, operator: Operator) -> None:
+    def __init__(self, layout: ArenaLayout, operator: Operator, native_fp8: bool) -> None:
         block = layout.block
         self.layout = layout
         self.operator = operator
+        self.native_fp8 = native_fp8
         self.inputs = tuple(block.tensor(n) for n in operator.inputs)
         self.outputs = tuple(block.tensor(n) for n in operator.outputs)
         self.scratch_top = 0
@@ -87,13 +88,15 @@ class _Context:
         return self.layout.constant_data(self.operator.inputs[index])
 
 
-def build(program: Program) -> Plan:
-    """The plan of ``program`` (validated; LoweringError for what the operator table cannot run)."""
+def build(program: Program, native_fp8: bool = True) -> Plan:
+    """The plan of ``program`` (validated; LoweringError for what the operator table cannot run).
+    ``native_fp8``: whether fp8 products may run on cuBLASLt's fp8 kernels (otherwise they are widened to
+    fp16 first, exactly)."""
     layout = ArenaLayout(program, ALIGNMENT, "CUDA", exclusive_io=True)
     steps: list[Step] = []
     scratch = 0
     for index, operator in layout.live_operators():
-        ctx = _Context(layout, operator)
+        ctx = _Context(layout, operator, native_fp8)
         lower = lowering_for(operator, ctx.inputs, ctx.outputs)
         if lower is None:
             types = ", ".join(f"{t.name}: {t.dtype}" for t in (*ctx.inputs, *ctx.outputs))

@@ -40,6 +40,7 @@ from .ops.common import BLOCK, Copy, Gemm, Launch, Place, pack
 from .prelude import ARG_WORDS
 
 ARG_BYTES = 8 * ARG_WORDS
+FP8_CAPABILITY = (8, 9)  # cuBLASLt's fp8 products start with Ada (sm_89) and Hopper
 RUNS_KEPT = 8  # sets of bound ranges a program keeps commands and a graph for, the least recent dropped
 
 
@@ -90,7 +91,7 @@ class _Gemm:
 def _types(step: Gemm) -> Any:
     from . import blas
 
-    fp = {DType.FP32: blas.R_32F, DType.FP16: blas.R_16F, DType.BF16: blas.R_16BF}
+    fp = {DType.FP32: blas.R_32F, DType.FP16: blas.R_16F, DType.BF16: blas.R_16BF, DType.FP8E4M3: blas.R_8F_E4M3}
     if step.operands is DType.INT8:
         return blas.Types(blas.R_8I, blas.R_32I, blas.COMPUTE_32I, blas.R_32I)
     return blas.Types(fp[step.operands], fp[step.result], blas.COMPUTE_32F, blas.R_32F)
@@ -260,7 +261,7 @@ class CudaPrograms(Accelerator):
     modules: Modules
 
     def _load(self, context: Context, program: Any, limit: int) -> tuple[LoadedProgram, int]:
-        plan = planning.build(program)
+        plan = planning.build(program, native_fp8=self.device.capability >= FP8_CAPABILITY)
         planned = resident_bytes(plan)
         if planned > limit:
             raise ResourceLimit(

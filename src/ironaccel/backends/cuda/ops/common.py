@@ -94,6 +94,7 @@ class LoweringContext(Protocol):
     operator: Operator
     inputs: tuple[Tensor, ...]  # declarations, in the specification's order
     outputs: tuple[Tensor, ...]
+    native_fp8: bool  # whether the device's cuBLASLt multiplies fp8 operands (compute capability 8.9 and up)
 
     def place(self, tensor: Tensor) -> Place:
         """Where ``tensor`` lives (a constant is uploaded when first asked for)."""

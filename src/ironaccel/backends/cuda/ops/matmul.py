@@ -3,15 +3,18 @@ with what cuBLASLt's forms need around it.
 
 * fp32, fp16 (to fp16 or fp32) and bf16 (to fp32): the product alone. Zero points are constant zeros
   (the registration's constraint).
+* fp8 (E4M3, E5M2) -> fp16: cuBLASLt's fp8 kernels for E4M3 on devices that have them (B held
+  transposed, as for int8); otherwise both operands widened exactly to fp16 and multiplied as fp16.
 * int8 -> int32: cuBLASLt's integer kernels take the first column-major operand transposed, so B is held
   as ``Bt[batch, n, k]``: a constant B is transposed once at load; otherwise each run copies it transposed
   into the operator's scratch (16 x 16 tiles per thread where the extents allow). TOSA's zero points,
   constants read at load, then come as a correction of the exact product:
-  ``sum (a - za)(b - zb) = sum ab - zb * rowsum(a) - za * colsum(b) + k za zb``. The row sums of A and of
-  Bt (B's column sums) are themselves integer products with a matrix of ones, on the same library
-  kernels. The arithmetic wraps in 32 bits as the product's does, so the result equals the reference's
-  exact int32 sum wherever that fits. Shapes whose k is not a multiple of 4, which cuBLASLt's integer kernels
-  refuse, run one kernel of ours instead (one thread per result).
+  ``sum (a - za)(b - zb) = sum ab - zb * rowsum(a) - za * colsum(b) + k za zb``: a row term and a column
+  term added to the product in one pass over it. The row sums of A and of an input Bt are two small kernels
+  of ours (a constant B's column terms are computed at load). The arithmetic wraps in 32 bits as the
+  product's does, so the result equals the reference's exact int32 sum wherever that fits. Shapes whose k
+  is not a multiple of 4, which cuBLASLt's integer kernels refuse, run one kernel of ours instead (one
+  thread per result).
 """
 
 from __future__ import annotations
@@ -71,13 +74,79 @@ extern "C" __global__ void ia_matmul_int8_direct(const __grid_constant__ IaArgs 
 }
 """
 
-SUM_COLUMNS = 16  # the sums are products with a matrix of ones this wide: the integer kernels' narrowest
+# Zero points: a sum over each row of an int8 matrix, ``PARTS`` threads per row, each reading every
+# PARTS-th 16-byte (or 4-byte) word of it, so that neighbouring threads read neighbouring words; then one thread
+# per row adds its row's parts and scales them: ``term = c0 + c1 * sum`` (scalars; wrapping in 32 bits).
+PARTS = 32
+ROW_SUMS_PARTIAL = """\
+extern "C" __global__ void ia_int8_row_sums_partial(const __grid_constant__ IaArgs a) {
+    const long long k = a.scalars[0], parts = a.scalars[1], wide = a.scalars[2];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+        const long long row = i / parts, part = i % parts;
+        const unsigned char* x = (const unsigned char*)a.in[0] + row * k;
+        unsigned total = 0u;
+        if (wide) {
+            const IaWords4* words = (const IaWords4*)x;
+            for (long long w = part; w < k / 16; w += parts) {
+                const IaWords4 v = words[w];
+                for (int j = 0; j < 4; ++j) total += ia_byte_sum(v.word[j]);
+            }
+        } else {
+            const unsigned* words = (const unsigned*)x;
+            for (long long w = part; w < k / 4; w += parts) total += ia_byte_sum(words[w]);
+        }
+        ((unsigned*)a.out)[i] = total;
+    }
+}
+"""
+ROW_SUMS_FINISH = """\
+extern "C" __global__ void ia_int8_row_sums_finish(const __grid_constant__ IaArgs a) {
+    const long long parts = a.scalars[0];
+    const unsigned c0 = (unsigned)a.scalars[1], c1 = (unsigned)a.scalars[2];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+        const unsigned* part = (const unsigned*)a.in[0] + i * parts;
+        unsigned total = 0u;
+        for (long long p = 0; p < parts; ++p) total += part[p];
+        ((unsigned*)a.out)[i] = c0 + c1 * total;
+    }
+}
+"""
+# The product's int32 results plus the row term (per batch and row) and the column term (per batch and
+# column), four results per thread with 16-byte accesses where n allows; scalars: m, n, width (4 or 1).
+ADD_TERMS = """\
+extern "C" __global__ void ia_matmul_add_terms_int32(const __grid_constant__ IaArgs a) {
+    const long long m = a.scalars[0], n = a.scalars[1], width = a.scalars[2], groups = n / width;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+        const long long group = i % groups, row = i / groups, batch = row / m;
+        const unsigned r = ((const unsigned*)a.in[1])[row];
+        const unsigned* c = (const unsigned*)a.in[2] + batch * n + group * width;
+        unsigned* d = (unsigned*)a.out + row * n + group * width;
+        if (width == 4) {
+            IaWords4 v = *(const IaWords4*)d;
+            const IaWords4 t = *(const IaWords4*)c;
+            for (int j = 0; j < 4; ++j) v.word[j] += r + t.word[j];
+            *(IaWords4*)d = v;
+        } else {
+            d[0] += r + c[0];
+        }
+    }
+}
+"""
+# Shared by the kernels above: four 32-bit words moved as one 16-byte access, and the sum of a word's
+# four signed bytes.
+WORDS = """\
+struct alignas(16) IaWords4 {
+    unsigned word[4];
+};
 
-# x0: the exact product, x1: A's row sum, x2: B's column sum; scalars: za, zb, k * za * zb (wrapped).
-CORRECTION = (
-    "(int)((unsigned)x0 - (unsigned)a.scalars[1] * (unsigned)x1 - (unsigned)a.scalars[0] * (unsigned)x2"
-    " + (unsigned)a.scalars[2])"
-)
+IA_FN unsigned ia_byte_sum(unsigned w) {
+    return (unsigned)((int)(signed char)(w & 0xFFu) + (int)(signed char)((w >> 8) & 0xFFu)
+                      + (int)(signed char)((w >> 16) & 0xFFu) + (int)(signed char)(w >> 24));
+}
+"""
 
 
 def _zero_point(ctx: LoweringContext, index: int) -> int:
@@ -102,13 +171,15 @@ def float_steps(ctx: LoweringContext) -> list[Step]:
 
 
 def _transposed(ctx: LoweringContext, batch: int, n: int, k: int) -> tuple[Place, list[Step]]:
-    """B as ``Bt[batch, n, k]``: a constant transposed once at load, otherwise copied transposed into the
-    operator's scratch by every run (by 16 x 16 tiles where the extents allow)."""
+    """B (of a one-byte type) as ``Bt[batch, n, k]``: a constant transposed once at load, otherwise copied
+    transposed into the operator's scratch by every run (by 16 x 16 tiles where the extents allow)."""
     b = ctx.inputs[1]
     weights = ctx.constant(1)
     if weights is not None:
-        data = np.asarray(weights).astype(np.int8).reshape(batch, k, n).transpose(0, 2, 1)
-        return ctx.upload(f"{b.name}:transposed", np.ascontiguousarray(data)), []
+        data = np.asarray(weights)
+        raw = data.view(np.uint8) if data.dtype.itemsize == 1 else data.astype(np.int8).view(np.uint8)
+        transposed = raw.reshape(batch, k, n).transpose(0, 2, 1)
+        return ctx.upload(f"{b.name}:transposed", np.ascontiguousarray(transposed)), []
     bt = ctx.scratch(batch * n * k)
     if n % 16 == 0 and k % 16 == 0:
         tiles = Kernel("ia_transpose_int8_tiles", PRELUDE + "\n" + TRANSPOSE_TILES)
@@ -116,6 +187,35 @@ def _transposed(ctx: LoweringContext, batch: int, n: int, k: int) -> tuple[Place
         return bt, [Launch(tiles, (ctx.place(b),), bt, count, (count,), ((1,),), (k, n))]
     copy = kernel("ia_copy_int8", (DType.INT8,), DType.INT8, "x0")
     return bt, [Launch(copy, (ctx.place(b),), bt, batch * n * k, (batch, n, k), ((k * n, 1, n),))]
+
+
+def fp8_steps(ctx: LoweringContext) -> list[Step]:
+    """fp8 operands to fp16: cuBLASLt's fp8 kernels where the device has them, the operands are E4M3 (the
+    library has no E5M2 x E5M2 product) and the extents keep every row 16-byte aligned; otherwise both
+    operands are widened to fp16 (exactly: every fp8 value is an fp16 value) and multiplied as fp16."""
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    batch, m, n, k = _shape(ctx)
+    if batch * m * n == 0:
+        return []
+    if k == 0:
+        zeros = kernel("ia_fill_zero_fp16", (), DType.FP16, "0")
+        return [Launch(zeros, (), ctx.place(out), batch * m * n, (batch * m * n,), ())]
+    place = ctx.place(out)
+    if ctx.native_fp8 and a.dtype is DType.FP8E4M3 and k % 16 == 0 and n % 16 == 0:
+        bt, steps = _transposed(ctx, batch, n, k)
+        return [*steps, Gemm(ctx.place(a), bt, place, batch, m, n, k, a.dtype, DType.FP16, b_transposed=True)]
+    steps: list[Step] = []
+    wide: list[Place] = []
+    for index, tensor in enumerate((a, b)):
+        count = int(np.prod(tensor.shape, dtype=np.int64))
+        value = ctx.constant(index)
+        if value is not None:  # a constant is widened once, at load
+            wide.append(ctx.upload(f"{tensor.name}:fp16", np.asarray(value).astype(np.float16)))
+            continue
+        widen = kernel(f"ia_widen_{tensor.dtype.name.lower()}_fp16", (tensor.dtype,), DType.FP16, "x0")
+        wide.append(ctx.scratch(2 * count))
+        steps.append(Launch(widen, (ctx.place(tensor),), wide[-1], count, (count,), ((1,),)))
+    return [*steps, Gemm(wide[0], wide[1], place, batch, m, n, k, DType.FP16, DType.FP16)]
 
 
 def int8_steps(ctx: LoweringContext) -> list[Step]:
@@ -137,19 +237,59 @@ def int8_steps(ctx: LoweringContext) -> list[Step]:
     steps.append(Gemm(ctx.place(a), bt, place, batch, m, n, k, DType.INT8, DType.INT32, b_transposed=True))
     if za == 0 and zb == 0:
         return steps
-    # The row sums of A and of Bt (B's column sums) as products with ones, on the same integer kernels.
-    ones = ctx.upload(f"ones:{batch}x{SUM_COLUMNS}x{k}", np.ones((batch, SUM_COLUMNS, k), np.int8))
-    w = SUM_COLUMNS
-    rows_a, cols_b = ctx.scratch(4 * batch * m * w), ctx.scratch(4 * batch * n * w)
-    wrapped = (k * za * zb) & 0xFFFFFFFF
-    fix = kernel("ia_matmul_zero_points_int32", (DType.INT32,) * 3, DType.INT32, CORRECTION)
-    strides = ((m * n, n, 1), (m * w, w, 0), (n * w, 0, w))  # column 0 of each sum matrix
-    return [
-        *steps,
-        Gemm(ctx.place(a), ones, rows_a, batch, m, w, k, DType.INT8, DType.INT32, b_transposed=True),
-        Gemm(bt, ones, cols_b, batch, n, w, k, DType.INT8, DType.INT32, b_transposed=True),
-        Launch(fix, (place, rows_a, cols_b), place, batch * m * n, (batch, m, n), strides, (za, zb, wrapped)),
+    return [*steps, *_zero_point_terms(ctx, place, bt, (batch, m, n, k), za, zb)]
+
+
+def _wrapped(value: int) -> int:
+    return value & 0xFFFFFFFF
+
+
+def _row_terms(ctx: LoweringContext, rows: Place, count: int, k: int, c0: int, c1: int) -> tuple[Place, list[Step]]:
+    """``c0 + c1 * (sum of each of the count rows of k int8 values at rows)`` as int32 (wrapping), and the
+    two launches that compute it into the operator's scratch."""
+    parts_place, terms = ctx.scratch(4 * count * PARTS), ctx.scratch(4 * count)
+    partial = Kernel("ia_int8_row_sums_partial", PRELUDE + "\n" + WORDS + ROW_SUMS_PARTIAL)
+    finish = Kernel("ia_int8_row_sums_finish", PRELUDE + "\n" + ROW_SUMS_FINISH)
+    wide = int(k % 16 == 0)
+    return terms, [
+        Launch(partial, (rows,), parts_place, count * PARTS, (count * PARTS,), ((1,),), (k, PARTS, wide)),
+        Launch(finish, (parts_place,), terms, count, (count,), ((1,),), (PARTS, _wrapped(c0), _wrapped(c1))),
     ]
 
 
-__all__ = ["float_steps", "int8_steps"]
+def _zero_point_terms(
+    ctx: LoweringContext, out: Place, bt: Place, shape: tuple[int, int, int, int], za: int, zb: int
+) -> list[Step]:
+    """``D += -zb * rowsum(A) (per row) + k za zb - za * colsum(B) (per column)``: the zero points'
+    correction of the exact product D, in 32-bit wrapping arithmetic like the product's own. A constant B's
+    column term is computed once at load."""
+    batch, m, n, k = shape
+    steps: list[Step] = []
+    if zb:
+        rows, more = _row_terms(ctx, ctx.place(ctx.inputs[0]), batch * m, k, 0, -zb)
+        steps += more
+    else:
+        rows = ctx.upload(f"zeros:int32:{batch * m}", np.zeros(batch * m, np.int32))
+    weights = ctx.constant(1)
+    if not za:
+        cols = ctx.upload(f"zeros:int32:{batch * n}", np.zeros(batch * n, np.int32))
+    elif weights is not None:
+        sums = np.asarray(weights).astype(np.int64).reshape(batch, k, n).sum(axis=1)
+        terms = (k * za * zb - za * sums).reshape(-1)
+        cols = ctx.upload(f"{ctx.inputs[1].name}:zero-point-terms:{za}:{zb}", _as_int32(terms))
+    else:
+        cols, more = _row_terms(ctx, bt, batch * n, k, k * za * zb, -za)
+        steps += more
+    width = 4 if n % 4 == 0 else 1
+    count = batch * m * (n // width)
+    add = Kernel("ia_matmul_add_terms_int32", PRELUDE + "\n" + WORDS + ADD_TERMS)
+    steps.append(Launch(add, (out, rows, cols), out, count, (count,), ((1,), (1,), (1,)), (m, n, width)))
+    return steps
+
+
+def _as_int32(values: np.ndarray) -> np.ndarray:
+    """int64 values wrapped to int32, as the device's 32-bit arithmetic wraps them."""
+    return ((values + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+__all__ = ["float_steps", "fp8_steps", "int8_steps"]
