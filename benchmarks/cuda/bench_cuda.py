@@ -6,7 +6,8 @@
 Measures, each IronAccel figure through the runtime contract (buffers filled once on the device, the
 loaded program submitted back to back, per-submission time = total / count) unless it says otherwise:
 
-* MATMUL 8192^3: fp16 vs torch.matmul (cuBLAS HGEMM); fp32 vs torch.matmul with TF32 off (SGEMM); int8
+* MATMUL 8192^3: fp16 vs torch.matmul (cuBLAS HGEMM); fp32 vs torch.matmul with TF32 off (SGEMM); fp8
+  E4M3 to fp16 vs torch._scaled_mm with unit scales and B column-major (cuBLASLt's fp8 form); int8
   with zero points vs torch._int_mm in its faster form (B column-major, cuBLASLt's fast path, and B
   row-major are both timed), checked exactly against torch's int64 sum; and without zero points, the
   product alone.
@@ -40,12 +41,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "vulkan"))
 
 from bench_vulkan import (  # noqa: E402
+    Loaded,
     bench_add,
     bench_latency,
     bench_matmul,
     bench_matmul_int8,
     bench_models,
     collector_off,
+    cuda_ms,
 )
 
 import ironaccel  # noqa: E402
@@ -55,6 +58,7 @@ from ironaccel.tosa import ProgramBuilder  # noqa: E402
 TARGETS = {
     "matmul_fp16": 0.95,
     "matmul_fp32": 0.95,
+    "matmul_fp8": 0.9,
     "matmul_int8": 1.0,
     "add": 0.9,
     "exe_us": 12.0,
@@ -62,6 +66,40 @@ TARGETS = {
     "prepared_50_us": 60.0,
     "models": 2.0,
 }
+
+
+def bench_matmul_fp8(dev: Any, torch: Any, n: int, reps: int) -> dict[str, Any]:
+    """fp8 E4M3 MATMUL to fp16 against torch._scaled_mm (unit scales, B column-major: the form cuBLASLt's fp8
+    kernels take), each checked against the float64 product of the same fp8 values."""
+    import ml_dtypes
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    ta = torch.randn((n, n), device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    tb = torch.randn((n, n), device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    tb_columns = tb.t().contiguous().t()
+    one = torch.ones((), device="cuda")
+
+    def peer_call() -> Any:
+        return torch._scaled_mm(ta, tb_columns, scale_a=one, scale_b=one, out_dtype=torch.float16)
+
+    peer = cuda_ms(torch, peer_call, reps)
+    host = [t.cpu().view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn).reshape(1, n, n) for t in (ta, tb)]
+    b = ProgramBuilder()
+    x, y = b.input("a", (1, n, n), "fp8e4m3"), b.input("b", (1, n, n), "fp8e4m3")
+    zero = np.zeros(1, ml_dtypes.float8_e4m3fn)
+    b.output(b.matmul(x, y, b.const(zero, "fp8e4m3"), b.const(zero, "fp8e4m3")))
+    loaded = Loaded(dev, b.build(), host)
+    try:
+        ours = loaded.per_run_seconds(reps) * 1e3
+        got = torch.from_numpy(loaded.output().reshape(n, n).astype(np.float64)).cuda()
+    finally:
+        loaded.close()
+    ref = torch.matmul(ta.float().double(), tb.float().double())
+    rel = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
+    peer_rel = float(torch.linalg.norm(peer_call().double() - ref) / torch.linalg.norm(ref))
+    flop = 2.0 * n**3
+    return {"ironaccel_ms": ours, "peer_ms": peer, "ratio": peer / ours, "ironaccel_tflops": flop / ours / 1e9,
+            "peer_tflops": flop / peer / 1e9, "rel_error": rel, "peer_rel_error": peer_rel}  # fmt: skip
 
 
 def _wall_us(fn: Any, count: int) -> float:
@@ -149,7 +187,8 @@ def table(r: dict[str, Any]) -> str:
     lines = [f"# CUDA backend on {r['device']} ({r['when']})", ""]
     lines += ["| measurement | IronAccel CUDA | peer (torch) | ratio | target | hit |", "|---|---|---|---|---|---|"]
     for key, label, unit in (("matmul_fp16", "MATMUL 8192^3 fp16", "tflops"),
-                             ("matmul_fp32", "MATMUL 8192^3 fp32 (no TF32)", "tflops")):  # fmt: skip
+                             ("matmul_fp32", "MATMUL 8192^3 fp32 (no TF32)", "tflops"),
+                             ("matmul_fp8", "MATMUL 8192^3 fp8 e4m3 to fp16 (_scaled_mm)", "tflops")):  # fmt: skip
         m = r.get(key)
         if m and "error" not in m:
             lines.append(f"| {label} | {m['ironaccel_ms']:.3f} ms = {m['ironaccel_' + unit]:.0f} TFLOP/s (rel err "
@@ -216,7 +255,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="the device to open (default %(default)s)")
     parser.add_argument("--out", default=str(HERE), help="folder for results.md / .json (default %(default)s)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    names = "matmul_fp16,matmul_fp32,matmul_int8,matmul_int8_no_zero_points,add,small,latency,models"
+    names = "matmul_fp16,matmul_fp32,matmul_fp8,matmul_int8,matmul_int8_no_zero_points,add,small,latency,models"
     parser.add_argument("--skip", default="", help=f"comma-separated: {names}")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -231,6 +270,7 @@ def main() -> int:
     jobs = {
         "matmul_fp16": lambda: bench_matmul(dev, torch, n, "fp16", reps),
         "matmul_fp32": lambda: bench_matmul(dev, torch, n, "fp32", max(3, reps // 4)),
+        "matmul_fp8": lambda: bench_matmul_fp8(dev, torch, n, reps),
         "matmul_int8": lambda: bench_matmul_int8(dev, torch, n, reps),
         "matmul_int8_no_zero_points": lambda: bench_matmul_int8(dev, torch, n, reps, 0, 0),
         "add": lambda: bench_add(dev, torch, reps, elements),
