@@ -121,11 +121,25 @@ class DeviceArray:
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
+    def _host_array(self) -> np.ndarray | None:
+        """The buffer's own memory as an array of the tensor (writable, kept with the holdings until the
+        buffer is freed), where the process can address it; else None."""
+        held = self._held
+        view = held.view
+        if view is None:
+            memory = held.acc.host_view(self.buffer)
+            if memory is None:
+                view = False
+            else:
+                view = np.frombuffer(memory, np.uint8, self.nbytes).view(self.dtype).reshape(self.shape)
+            held.view = view
+        return None if view is False else view
+
     def _host_view(self) -> np.ndarray:
         """The buffer's own memory as an array of the tensor, where the process can address it."""
-        view = self._held.acc.host_view(self.buffer)
+        view = self._host_array()
         if view is not None:
-            return np.frombuffer(view, np.uint8, self.nbytes).view(self.dtype).reshape(self.shape)
+            return view
         raise BufferError(
             f"{self!r}: the buffer is not memory of this process, so DLPack cannot share it; use .numpy()"
         )

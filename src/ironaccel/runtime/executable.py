@@ -7,10 +7,13 @@ is ``submit(...).wait()``: the inputs are copied into a buffer set kept between 
 backend prepares submissions natively (ADR 0016), or started as a direct run it finishes later
 (``Accelerator.start_direct``). Which of these a call takes is decided once, at construction.
 
-A call given a :class:`~.device_array.DeviceArray` goes through the queue with that array's buffer bound in
-its slot for this call alone, in place of the buffer set's (no write of it, and, for an output, no read
-back); with DeviceArray inputs and no ``out``, the outputs come back as new DeviceArrays, which a next call
-binds in turn, so a chain of calls keeps its tensors on the device. NVFP4 weights uploaded once
+A call given a :class:`~.device_array.DeviceArray` binds that array's buffer in its slot, in place of the
+buffer set's (no write of it, and, for an output, no read back); with DeviceArray inputs and no ``out``,
+the outputs come back as new DeviceArrays, which a next call binds in turn, so a chain of calls keeps its
+tensors on the device. A call on DeviceArrays alone runs directly on their own memory where the host
+addresses it (the CPU backend) and no queued work binds them; where the backend launches natively, a call
+with DeviceArrays launches a submission prepared on exactly its buffers and kept for the next call with
+them (:mod:`.resident_calls`, ADR 0039); otherwise it is a submission on the queue. NVFP4 weights uploaded once
 (:class:`~.device_array.DeviceQuantizedWeights`) stand for their three parts wherever a projection takes
 them; being weights, they leave the outputs numpy unless an activation input is a DeviceArray.
 """
@@ -29,6 +32,7 @@ from .event import EventState
 from .handles import Buffer, Event, Program
 from .holdings import CallSet, ExecutableHoldings
 from .metadata import Metadata
+from .resident_calls import ResidentLaunches, run_in_place
 from .run import Run
 from .spec import TensorSpec
 from .types import Binding, BufferDesc, BufferUsage, MemoryDomain
@@ -112,6 +116,12 @@ class Executable:
             MemoryDomain.HOST if host and 0 < spec.nbytes <= SMALL_OUTPUT_BYTES else MemoryDomain.SHARED
             for spec in self.outputs
         ]
+        if self._launches:
+            specs = (*self.inputs, *self.outputs)
+            descs = [BufferDesc(max(s.nbytes, 1), d, _IO_USAGE) for s, d in zip(specs, self._domains, strict=True)]
+            self._held.resident = ResidentLaunches(
+                acc, device.context, device.queue, program, descs, [s.nbytes for s in specs]
+            )
 
     def __repr__(self) -> str:
         ins = ", ".join(str(s) for s in self.inputs)
@@ -127,15 +137,17 @@ class Executable:
         not given (NVFP4 weights on the device do not count: see ``submit``)."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        if not self._direct or not _ON_DEVICE.isdisjoint(map(type, arrays)):
+        if not self._direct:
             return self.submit(*arrays, out=out).wait()
+        if not _ON_DEVICE.isdisjoint(map(type, arrays)):
+            return self._call_resident(*self._arguments(arrays, out))
         values = self._values(arrays)
         if out is None:
             targets = [np.empty(spec.shape, spec.numpy_dtype) for spec in self.outputs]
         else:
             targets = self._targets(out)
             if DeviceArray in map(type, targets):
-                return self.submit(*arrays, out=out).wait()
+                return self._call_resident(values, targets, frozenset())
             others = [*values, *targets]
             if any(_overlap(t, o) for i, t in enumerate(targets) for o in others[: len(values) + i]):
                 return self.submit(*arrays, out=out).wait()  # in place: the queue path copies the inputs first
@@ -153,13 +165,10 @@ class Executable:
         input is a DeviceArray, so a call on numpy activations gets numpy outputs."""
         if named or (len(arrays) == 1 and isinstance(arrays[0], Mapping)):
             arrays = self._by_name(arrays, named)
-        weights: frozenset[int] = frozenset()
-        if DeviceQuantizedWeights in map(type, arrays):
-            arrays, weights = self._expand(arrays)
-        values = self._values(arrays)
-        targets = self._targets(out)
+        values, targets, weights = self._arguments(arrays, out)
         if DeviceArray in map(type, values) or (targets is not None and DeviceArray in map(type, targets)):
-            return self._submit_resident(values, targets, timeout, weights)
+            targets, made = self._resident_targets(values, targets, weights)
+            return self._start_resident(values, targets, timeout, made)
         held = self._held
         acc = held.acc
         if self._starts and timeout is None:  # the inputs are consumed here, so ``out`` may be one of them
@@ -186,17 +195,25 @@ class Executable:
         for spec, domain in zip((*self.inputs, *self.outputs), self._domains, strict=True):
             calls.buffers.append(acc.allocate_buffer(ctx, BufferDesc(max(spec.nbytes, 1), domain, _IO_USAGE)))
 
-    def _submit_resident(
-        self, values: list[Any], targets: list[Any] | None, timeout: float | None, weights: frozenset[int]
-    ) -> Run:
-        """A call binding DeviceArrays in place: through the queue, on a buffer set whose slots the arrays
-        take for this call alone (a prepared submission binds the set's own buffers, so none is used).
-        ``weights``: the input slots that parts of DeviceQuantizedWeights fill."""
+    def _arguments(self, arrays: Sequence[Any], out: Any) -> tuple[list[Any], list[Any] | None, frozenset[int]]:
+        """The checked inputs (NVFP4 weights expanded into their parts), the ``out`` arrays, and the input
+        slots those parts fill."""
+        weights: frozenset[int] = frozenset()
+        if DeviceQuantizedWeights in map(type, arrays):
+            arrays, weights = self._expand(arrays)
+        return self._values(arrays), self._targets(out), weights
+
+    def _resident_targets(
+        self, values: list[Any], targets: list[Any] | None, weights: frozenset[int]
+    ) -> tuple[list[Any] | None, bool]:
+        """For a call binding DeviceArrays: its inputs checked as bindable here, its outputs (new
+        DeviceArrays where an activation is one and ``out`` was not given: device in, device out), and
+        whether they were made now. ``weights``: the input slots that parts of DeviceQuantizedWeights fill."""
         for i, value in enumerate(values):
             if type(value) is DeviceArray:
                 self._own(value, f"input {i}")
-        if targets is None and any(type(v) is DeviceArray and i not in weights for i, v in enumerate(values)):
-            # device in, device out
+        made = targets is None and any(type(v) is DeviceArray and i not in weights for i, v in enumerate(values))
+        if made:
             targets = [DeviceArray(self.device, spec.shape, spec.numpy_dtype) for spec in self.outputs]
         for i, target in enumerate(targets or ()):
             if type(target) is DeviceArray and any(target is other for other in (*values, *targets[:i])):
@@ -204,14 +221,49 @@ class Executable:
                     f"out[{i}] ({target!r}) is also an input or another output of the call: the device would"
                     " write it while the program uses it; give a DeviceArray of its own"
                 )
+        return targets, made
+
+    def _call_resident(self, values: list[Any], targets: list[Any] | None, weights: frozenset[int]) -> list[Any]:
+        """A call (of a program the backend runs directly) binding DeviceArrays: run on the arrays' own
+        memory where ``run_in_place`` can, else submitted and waited for."""
+        targets, made = self._resident_targets(values, targets, weights)
+        outs = run_in_place(self._held.acc, self.program, values, targets)
+        if outs is not None:
+            return outs
+        return self._start_resident(values, targets, None, made).wait()
+
+    def _start_resident(self, values: list[Any], targets: list[Any] | None, timeout: float | None, made: bool) -> Run:
+        """Start a call binding DeviceArrays in the slots where they are given, and buffers of a buffer set
+        in the others: a launch of the set prepared on exactly these buffers where the backend launches
+        natively (none for outputs made by this call, which no later call binds again), else a submission
+        of a kept buffer set with the arrays' buffers in place of its own for this call alone."""
         held = self._held
         acc = held.acc
+        slots = (*values, *(targets or ()))
+        arrays = tuple(v._held for v in slots if type(v) is DeviceArray)
+        resident = [v for v in values if type(v) is DeviceArray]
+        if held.resident is not None and timeout is None and not made:
+            key = tuple(v.buffer if type(v) is DeviceArray else None for v in slots)
+            if targets is None:  # numpy outputs, read from buffers of the set
+                key += (None,) * len(self.outputs)
+            launch = held.resident.take(key, arrays)
+            if launch is not None:
+                try:
+                    for buf, value in zip(launch.buffers, values, strict=False):
+                        if type(value) is not DeviceArray and value.size:
+                            acc.write_buffer(buf, 0, value.reshape(-1).view(np.uint8))
+                    ticket = acc.launch(launch.prepared)
+                except BaseException:
+                    held.discard(launch)
+                    raise
+                launch.started(arrays)
+                return Run(self, None, launch, targets, ticket=ticket, resident=resident)
         calls = held.take() or CallSet([])
         try:
             if not calls.buffers:
                 self._allocate(calls)
             bound = list(calls.buffers)
-            for slot, value in enumerate((*values, *(targets or ()))):
+            for slot, value in enumerate(slots):
                 if type(value) is DeviceArray:
                     bound[slot] = value.buffer
                 elif slot < len(values) and value.size:
@@ -220,7 +272,8 @@ class Executable:
         except BaseException:
             held.discard(calls)
             raise
-        return Run(self, event, calls, targets, resident=[v for v in values if type(v) is DeviceArray])
+        calls.started(arrays)
+        return Run(self, event, calls, targets, resident=resident)
 
     def _own(self, array: DeviceArray, what: str) -> None:
         """Refuse a DeviceArray this executable cannot bind: one of another device, or one closed."""

@@ -3,7 +3,9 @@
 A :class:`~.device.Device` holds a context and a queue (:class:`DeviceHoldings`); each
 :class:`~.executable.Executable` holds a loaded program and the buffer sets kept for its calls
 (:class:`ExecutableHoldings`, each set a :class:`CallSet`); each :class:`~.device_array.DeviceArray` holds
-one buffer (:class:`ArrayHoldings`). The release jobs of :mod:`.reclaim` refer to
+one buffer (:class:`ArrayHoldings`), and which calls bind it: those whose work may still run (an array
+in such work is not run on directly) and the prepared launches cached for it (dropped before the buffer
+is freed, since they pin it). The release jobs of :mod:`.reclaim` refer to
 these holdings and never to the Device, Executable or DeviceArray, so an object its user drops is collected first and
 what it held is released after (ADR 0026).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from ..core.errors import InvalidArgument, IronAccelError
 from .accelerator import Accelerator
@@ -29,19 +32,33 @@ SPARE_SETS = 2  # buffer sets an executable keeps between calls (one per call in
 
 class CallSet:
     """The buffers of one call (one per input and output slot) and, where the backend launches prepared
-    submissions natively, the submission prepared on them at their first use."""
+    submissions natively, the submission prepared on them at their first use. ``busy``: the arrays that
+    the call's work binds, from its start until it is seen finished (when the set is given back)."""
 
-    __slots__ = ("buffers", "prepared")
+    __slots__ = ("buffers", "busy", "prepared")
 
     def __init__(self, buffers: list[Buffer]) -> None:
         self.buffers = buffers
         self.prepared: Prepared | None = None
+        self.busy: tuple[ArrayHoldings, ...] = ()
+
+    def started(self, arrays: tuple[ArrayHoldings, ...]) -> None:
+        """The call's work, binding ``arrays``, was started."""
+        self.busy = arrays
+        for held in arrays:
+            held.busy.add(self)
+
+    def settled(self) -> None:
+        """The call's work ended (or never started)."""
+        busy, self.busy = self.busy, ()
+        for held in busy:
+            held.busy.discard(self)
 
 
 class ExecutableHoldings:
     """What one Executable holds on its device: the loaded program and the buffer sets kept for calls."""
 
-    __slots__ = ("acc", "device", "lock", "open", "program", "spare", "unloaded")
+    __slots__ = ("acc", "device", "lock", "open", "program", "resident", "spare", "unloaded")
 
     def __init__(self, device: DeviceHoldings, program: Program) -> None:
         self.acc = device.acc
@@ -52,6 +69,9 @@ class ExecutableHoldings:
         self.lock = threading.RLock()
         self.open = True
         self.unloaded = False
+        # The prepared launches kept for calls binding DeviceArrays (a resident_calls.ResidentLaunches),
+        # where the backend launches natively; their sets are CallSets of a subclass, given back to it.
+        self.resident: Any = None
 
     def take(self) -> CallSet | None:
         with self.lock:
@@ -59,6 +79,10 @@ class ExecutableHoldings:
 
     def give_back(self, calls: CallSet) -> None:
         """A finished call's buffer set: kept for the next call, or freed."""
+        calls.settled()
+        if type(calls) is not CallSet:
+            self.resident.give_back(calls)
+            return
         with self.lock:
             if len(self.spare) < SPARE_SETS and self.open:
                 self.spare.append(calls)
@@ -66,6 +90,10 @@ class ExecutableHoldings:
         self.discard(calls)
 
     def discard(self, calls: CallSet) -> None:
+        calls.settled()
+        if type(calls) is not CallSet:
+            self.resident.discard(calls)
+            return
         acc = self.acc
         if calls.prepared is not None:
             acc.release_prepared(calls.prepared)
@@ -90,6 +118,8 @@ class ExecutableHoldings:
             spare, self.spare = self.spare, []
         for calls in spare:
             self.discard(calls)
+        if self.resident is not None:
+            self.resident.close()
         if self.unloaded:
             return True
         try:
@@ -104,21 +134,32 @@ class ExecutableHoldings:
 
 
 class ArrayHoldings:
-    """What one DeviceArray holds: its buffer (None once freed)."""
+    """What one DeviceArray holds: its buffer (None once freed); the calls whose work binds it and may
+    still run (``busy``, CallSets); the prepared launches kept for calls that bind it (``launches``, each
+    with a ``drop() -> bool`` that releases it unless a call is using it); and its bytes as a host array,
+    where the process can address them (``view``: None until asked, False where it cannot)."""
 
-    __slots__ = ("acc", "buffer", "device")
+    __slots__ = ("acc", "buffer", "busy", "device", "launches", "view")
 
     def __init__(self, device: DeviceHoldings, buffer: Buffer) -> None:
         self.acc = device.acc
         self.device = device
         self.buffer: Buffer | None = buffer
+        # Sets, changed without a lock: a set's add and discard are atomic.
+        self.busy: set[CallSet] = set()
+        self.launches: set[Any] = set()
+        self.view: Any = None
 
     def close(self) -> bool:
-        """Free the buffer; False while work bound to it still runs (the free is tried again later)."""
+        """Free the buffer; False while work bound to it still runs (the free is tried again later). The
+        prepared launches that bind it go first: they pin the buffer, and a closed array must not wait for
+        an executable to forget it."""
         with self.device.lock:  # one free of the buffer, whichever of close, collection or the device's close comes
             buffer = self.buffer
             if buffer is None:
                 return True
+            if not all([launch.drop() for launch in list(self.launches)]):
+                return False
             try:
                 self.acc.free_buffer(buffer)
             except ReleaseRejected:
@@ -126,6 +167,7 @@ class ArrayHoldings:
             except IronAccelError as exc:  # the device is gone: nothing of it is left to release
                 log.debug("freeing %r: %s", buffer, exc)
             self.buffer = None
+            self.view = None
             self.device.arrays.discard(self)
         return True
 
