@@ -1,7 +1,7 @@
-"""The CUDA backend's kernels without a GPU: every registered lowering's kernel sources compile with NVRTC for
-sm_80 and sm_90, and the fp16 / bf16 conversions every kernel carries agree bit for bit with numpy and
-ml_dtypes over every 16-bit pattern (and a dense sample of fp32 ones), built from the same C text with the
-host's C compiler.
+"""The CUDA backend's kernels without a GPU: every registered lowering's kernel sources pass NVRTC's front end
+for sm_80 and sm_90 (and, in the slow run, compile to cubins), and the fp16 / bf16 conversions every kernel
+carries agree bit for bit with numpy and ml_dtypes over every 16-bit pattern (and a dense sample of fp32
+ones), built from the same C text with the host's C compiler.
 """
 
 from __future__ import annotations
@@ -50,42 +50,65 @@ def test_every_registration_lives_in_the_module_of_its_operators_group():
     assert TABLE.misplaced("ironaccel.backends.cuda.ops") == []
 
 
-def _units(found: dict[str, tuple[Kernel, str]]) -> list[list[tuple[Kernel, str]]]:
-    """The kernels grouped into translation units of distinct entry names, each unit compiled once with
-    one prelude: NVRTC's fixed cost per program, paid once per unit, not once per kernel."""
-    units: list[dict[str, tuple[Kernel, str]]] = []
+def _unit(found: dict[str, tuple[Kernel, str]]) -> str:
+    """Every kernel in one translation unit with one prelude, each kernel's own text in a namespace of its
+    own (their helper functions may share names); the entry points keep their C names."""
+    bodies = (f"namespace ia_unit_{i} {{\n{k.source[len(PRELUDE) :]}\n}}" for i, (k, _) in enumerate(found.values()))
+    return PRELUDE + "\n".join(bodies)
+
+
+def _each_alone(found: dict[str, tuple[Kernel, str]], compile_one) -> list[str]:
+    """Every kernel compiled alone: the failing ones named with the pair that produced them."""
+    failures = []
     for kernel, pair in found.values():
-        unit = next((u for u in units if kernel.name not in u), None)
-        if unit is None:
-            unit = {}
-            units.append(unit)
-        unit[kernel.name] = (kernel, pair)
-    return [list(u.values()) for u in units]
+        try:
+            compile_one(kernel.source)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported
+            failures.append(f"{pair}: {kernel.name}: {exc}")
+    return failures
+
+
+def _found() -> dict[str, tuple[Kernel, str]]:
+    found = _kernels()
+    assert len(found) > 40, "the lowerings produced too few kernels"
+    assert all(k.source.startswith(PRELUDE) for k, _ in found.values()), "a kernel without the prelude"
+    assert len({k.name for k, _ in found.values()}) == len(found), "two kernel sources share an entry name"
+    return found
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_kernel_source_passes_nvrtc_s_front_end(arch):
+    """The whole text of every kernel, checked by NVRTC's front end (what make test runs: a full compile of
+    every kernel for both architectures takes NVRTC about a minute, see the next test)."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
+    from ironaccel.backends.cuda import kernels
+
+    found = _found()
+    try:
+        kernels.check_syntax(_unit(found), arch)
+    except Exception:  # then each kernel alone, so that every failing one is named
+        failures = _each_alone(found, lambda source: kernels.check_syntax(source, arch))
+        assert not failures, "\n".join(failures)
+        raise
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_every_kernel_source_compiles_with_nvrtc(arch):
+    """Every kernel compiled to a cubin (scripts/gpu-check runs this; the device compiles each kernel it
+    loads the same way)."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is installed with the [cuda] extra")
     from ironaccel.backends.cuda import kernels
 
     assert arch in kernels.supported_architectures()
-    found = _kernels()
-    assert len(found) > 40, "the lowerings produced too few kernels"
-    assert all(k.source.startswith(PRELUDE) for k, _ in found.values()), "a kernel without the prelude"
-    failures = []
-    for unit in _units(found):
-        source = PRELUDE + "\n".join(k.source[len(PRELUDE) :] for k, _ in unit)
-        try:
-            image = kernels.compile_source(source, arch)
-        except Exception:  # noqa: BLE001 - then each kernel alone, so that every failing one is named
-            for kernel, pair in unit:
-                try:
-                    kernels.compile_source(kernel.source, arch)
-                except Exception as exc:  # noqa: BLE001
-                    failures.append(f"{pair}: {kernel.name}: {exc}")
-            continue
-        assert image[:4] == b"\x7fELF", "NVRTC gave no cubin"
-    assert not failures, "\n".join(failures)
+    found = _found()
+    try:
+        image = kernels.compile_source(_unit(found), arch)
+    except Exception:  # then each kernel alone, so that every failing one is named
+        failures = _each_alone(found, lambda source: kernels.compile_source(source, arch))
+        assert not failures, "\n".join(failures)
+        raise
+    assert image[:4] == b"\x7fELF", "NVRTC gave no cubin"
 
 
 def test_a_broken_source_fails_with_nvrtc_s_log():
@@ -93,8 +116,11 @@ def test_a_broken_source_fails_with_nvrtc_s_log():
     from ironaccel.backends.cuda import kernels
     from ironaccel.core.errors import InternalError
 
+    broken = 'extern "C" __global__ void k() { undefined_name(); }'
     with pytest.raises(InternalError, match="undefined_name"):
-        kernels.compile_source('extern "C" __global__ void k() { undefined_name(); }', "sm_80")
+        kernels.compile_source(broken, "sm_80")
+    with pytest.raises(InternalError, match="undefined_name"):
+        kernels.check_syntax(broken, "sm_90")
 
 
 # ---- the conversions, on the host -----------------------------------------------------------------------
