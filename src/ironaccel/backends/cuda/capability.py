@@ -3,8 +3,8 @@
 The descriptor is derived from the registrations (:mod:`.ops.registry`), never kept beside them: an
 operator is advertised with the union of its registrations' signatures, and each registration's
 constraints (constant MUL shifts, zero NEGATE zero points) guard its own signatures only. What stays here
-is what no registration says: the target (profiles PRO-FP and PRO-INT; the BF16, INT16, INT4 and DOUBLEROUND
-extensions, whose types and RESCALE rounding the kernels hold; level 8K) and
+is what no registration says: the target (profiles PRO-FP and PRO-INT; the BF16, INT16, INT4, FP8E4M3,
+FP8E5M2 and DOUBLEROUND extensions, whose types and RESCALE rounding the kernels hold; level 8K) and
 the kernels' rank limit (the argument block holds six dimensions). Every device advertises the same
 table. Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError
 that names the operator, tensor and type.
@@ -21,7 +21,11 @@ from ...tosa.target import Target
 from .ops.registry import TABLE
 from .prelude import MAX_RANK
 
-TARGET = Target.of(profiles=["pro-fp", "pro-int"], extensions=["bf16", "int16", "int4", "doubleround"], level="8k")
+TARGET = Target.of(
+    profiles=["pro-fp", "pro-int"],
+    extensions=["bf16", "int16", "int4", "fp8e4m3", "fp8e5m2", "doubleround"],
+    level="8k",
+)
 NAME = "cuda-nvrtc-cublaslt"
 
 

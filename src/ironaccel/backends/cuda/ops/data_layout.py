@@ -1,9 +1,9 @@
 """Data layout: RESHAPE, TRANSPOSE, SLICE, REVERSE, TILE, PAD and CONCAT, for every type TOSA 1.0 moves
-(bool, int8, int16, int32, fp16, bf16, fp32).
+(bool, int8, int16, int32, fp16, bf16, fp32, fp8e4m3, fp8e5m2).
 
 These only move elements, so the kernels move bits: a type is handled as the integer of its width
-(``ia_copy_b16`` serves int16, fp16 and bf16 alike), which keeps every value exactly, NaN payloads
-included, and lets one compiled kernel serve several types.
+(``ia_copy_b16`` serves int16, fp16 and bf16 alike, ``ia_copy_b8`` int8, bool and both fp8 formats),
+which keeps every value exactly, NaN payloads included, and lets one compiled kernel serve several types.
 
 * RESHAPE moves nothing when the planner made the result a view; otherwise, where a graph input or output
   is involved, it is one copy (:func:`.common.view_or_copy`).
@@ -37,7 +37,7 @@ from .common import Kernel, Launch, LoweringContext, Place, Step, coalesce, view
 from .elementwise import ctype, kernel, kernel_name
 from .registry import in_out, lowering
 
-MOVED_TYPES = ("fp32", "fp16", "bf16", "int8", "int16", "int32", "bool")
+MOVED_TYPES = ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2", "int8", "int16", "int32", "bool")
 MOVED = in_out(*MOVED_TYPES)
 # The integer type each storage width moves as.
 _AS_BITS = {1: DType.INT8, 2: DType.INT16, 4: DType.INT32, 8: DType.INT48}

@@ -11,7 +11,7 @@ from ....tosa.operators import Op
 from .common import LoweringContext, Step, view_or_copy
 from .registry import in_out, lowering
 
-STORED = ("fp32", "fp16", "bf16", "int32")
+STORED = ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2", "int32")
 
 
 @lowering(Op.CONST, signatures=None)

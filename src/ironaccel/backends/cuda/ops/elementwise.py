@@ -36,6 +36,9 @@ CTYPES: dict[DType, CType] = {
     DType.INT32: CType("int", "int"),
     DType.FP16: CType("unsigned short", "float", "ia_f16_to_f32({})", "ia_f32_to_f16({})"),
     DType.BF16: CType("unsigned short", "float", "ia_bf16_to_f32({})", "ia_f32_to_bf16({})"),
+    # fp8 widens exactly and is rounded once on store, with its format's overflow rule (..prelude)
+    DType.FP8E4M3: CType("unsigned char", "float", "ia_e4m3_to_f32({})", "ia_f32_to_e4m3({})"),
+    DType.FP8E5M2: CType("unsigned char", "float", "ia_e5m2_to_f32({})", "ia_f32_to_e5m2({})"),
     # The narrow integers compute in int, stored truncated (a result's range is the lowering's concern);
     # INT4 is held one value per byte and INT48 in 64 bits, as the runtime's host arrays hold them.
     DType.INT4: CType("signed char", "int", store="(signed char)({})"),

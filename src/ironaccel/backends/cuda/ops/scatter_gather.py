@@ -1,6 +1,6 @@
 """GATHER and SCATTER along the K axis of [N, K, C] tensors with int32 [N, W] indices, for the types
-TOSA 1.0 gives them (int8, int16, int32, fp16, bf16, fp32), moved as bits (``.data_layout``'s integer of
-each width), so results are exact.
+TOSA 1.0 gives them (int8, int16, int32, fp16, bf16, fp32, fp8e4m3, fp8e5m2), moved as bits
+(``.data_layout``'s integer of each width), so results are exact.
 
 GATHER: one thread per result element [n, w, c] reads its row's index and copies values[n, index, c].
 SCATTER: one thread per result element [n, k, c], with no atomics: it looks through its batch's W indices
@@ -26,7 +26,7 @@ from .data_layout import bits_type, copy_kernel, width
 from .elementwise import ctype, kernel_name
 from .registry import lowering
 
-MOVED_TYPES = ("fp32", "fp16", "bf16", "int8", "int16", "int32")
+MOVED_TYPES = ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2", "int8", "int16", "int32")
 SIGNATURES = tuple(Signature.of(in_out_t=t, index_t="int32") for t in MOVED_TYPES)
 
 _GATHER = """\

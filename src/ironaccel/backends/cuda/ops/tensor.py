@@ -11,9 +11,9 @@ input is skipped: it contributes zero, as TOSA's padding after the zero point is
 TRANSPOSE_CONV2D gathers, per output, the taps that scatter into it (``o = i * stride + out_pad + k``).
 The bias is the third operand, its stride over the result's channel axis 0 where one value serves all.
 
-* fp32, fp16 (either accumulator type) and bf16 multiply and accumulate in fp32 (fp16 and bf16 widen
-  exactly) and round once to the result's type: at least as accurate as an fp16 accumulator, as the
-  CPU backend computes too.
+* fp32, fp16 (either accumulator type), bf16, and fp8e4m3 / fp8e5m2 (fp16 accumulator and result)
+  multiply and accumulate in fp32 (the narrow types widen exactly) and round once to the result's type:
+  at least as accurate as an fp16 accumulator, as the CPU backend computes too.
 * int8 x int8 (and int8 x int4 weights, held one per byte) -> int32, and int16 x int8 -> int48: each
   product ``(x - input_zp) * (w - weight_zp)`` is exact in int and the sum is exact in 64 bits; with the
   bias it is wrapped to the result's 32 or 48 bits (an accumulator overflow, which TOSA leaves
@@ -21,9 +21,10 @@ The bias is the third operand, its stride over the result's channel axis 0 where
 
 Pools. Padding is skipped: MAX_POOL2D takes the largest value of the window's valid elements (floats with
 the NaN mode: an ignored NaN drops out, an all-NaN window gives NaN); AVG_POOL2D divides the sum of the
-valid elements by their count (padding does not count). Floats sum in fp32; integers sum ``x - input_zp``
-exactly, then take TOSA's ``reciprocal_scale`` of the count with ``apply_scale_32``'s single rounding, add
-the output zero point and saturate.
+valid elements by their count (padding does not count). Floats (fp8 too: fp32 is at least as accurate
+as its fp16 accumulator) sum in fp32 and round the quotient once; integers sum ``x - input_zp`` exactly,
+then take TOSA's ``reciprocal_scale`` of the count with ``apply_scale_32``'s single rounding, add the
+output zero point and saturate.
 
 ARGMAX: the index of the first largest value along the axis; with NaNs propagated the first NaN's, with
 NaNs ignored the first largest number's (0 when every value is NaN).
@@ -47,6 +48,7 @@ from .elementwise_binary import nan_mode
 from .registry import in_out, lowering
 
 FLOATS = ("fp32", "fp16", "bf16")
+FP8 = ("fp8e4m3", "fp8e5m2")
 
 
 def _zero_point_indexes(op: Op) -> tuple[int, ...]:
@@ -258,6 +260,7 @@ FLOAT_CONV = (
     _conv("fp16", "fp16", "fp16", "fp16"),
     _conv("fp16", "fp16", "fp16", "fp32"),
     _conv("bf16", "bf16", "bf16", "fp32"),
+    *(_conv(t, t, "fp16", "fp16") for t in FP8),
 )
 INT_CONV = (
     _conv("int8", "int8", "int32", "int32"),
@@ -369,7 +372,7 @@ def _pool_steps(ctx: LoweringContext, last: tuple[int, ...]) -> list[Step]:
     return [Launch(k, (ctx.place(x),), ctx.place(out), count, tuple(out.shape), (), scalars)]
 
 
-@lowering(Op.MAX_POOL2D, signatures=in_out(*FLOATS, "int8", "int16"))
+@lowering(Op.MAX_POOL2D, signatures=in_out(*FLOATS, *FP8, "int8", "int16"))
 def max_pool2d(ctx: LoweringContext) -> list[Step]:
     return _pool_steps(ctx, (nan_mode(ctx),))
 
@@ -381,6 +384,7 @@ def max_pool2d(ctx: LoweringContext) -> list[Step]:
         Signature.of(in_out_t="fp16", acc_t="fp16"),
         Signature.of(in_out_t="fp16", acc_t="fp32"),
         Signature.of(in_out_t="bf16", acc_t="fp32"),
+        *(Signature.of(in_out_t=t, acc_t="fp16") for t in FP8),
     ),
     constraints=(ZERO_ZERO_POINTS,),
 )
@@ -446,7 +450,7 @@ def argmax_kernel(dtype: DType) -> Kernel:
     return Kernel(name, PRELUDE + "\n" + "\n".join(lines))
 
 
-@lowering(Op.ARGMAX, signatures=tuple(Signature.of(in_t=t, out_t="int32") for t in (*FLOATS, "int8", "int16")))
+@lowering(Op.ARGMAX, signatures=tuple(Signature.of(in_t=t, out_t="int32") for t in (*FLOATS, *FP8, "int8", "int16")))
 def argmax(ctx: LoweringContext) -> list[Step]:
     x, out = ctx.inputs[0], ctx.outputs[0]
     count = int(np.prod(out.shape, dtype=np.int64))

@@ -4,7 +4,9 @@ CAST between fp32 and int32, and between fp32 and fp16 / bf16: fp32 -> int32 rou
 even, and saturates; NaN, which the specification leaves unpredictable, gives 0 (as in the CPU backend).
 int32 -> fp32 rounds to nearest even. fp16 and bf16 -> fp32 are exact; fp32 -> fp16 / bf16 round once to
 nearest even (``..prelude`` conversions): the kernels' loads and stores do the narrow conversions, so
-those casts are plain copies between compute types.
+those casts are plain copies between compute types. The fp8 casts (fp8e4m3 and fp8e5m2 to and from fp32,
+fp16 and bf16) are such copies too: fp8 widens exactly, and a value reaches fp8 through fp32, which holds
+every fp16 and bf16 value, so it is rounded once, with fp8e4m3's overflow to NaN and fp8e5m2's to infinity.
 
 RESCALE (int8 / int16 / int32 / int48 in, int8 / int16 / int32 out) follows the specification's
 ``apply_scale_32`` / ``apply_scale_16`` bit for bit, as the CPU backend does: the input (zero-extended
@@ -36,7 +38,17 @@ from .elementwise import ctype, kernel, kernel_name
 from .registry import lowering
 
 # The types CAST converts between here: every pair of them the specification lists.
-HELD = (DType.FP32, DType.FP16, DType.BF16, DType.INT8, DType.INT16, DType.INT32, DType.BOOL)
+HELD = (
+    DType.FP32,
+    DType.FP16,
+    DType.BF16,
+    DType.FP8E4M3,
+    DType.FP8E5M2,
+    DType.INT8,
+    DType.INT16,
+    DType.INT32,
+    DType.BOOL,
+)
 CASTS = tuple(
     (row.types["in_t"], row.types["out_t"])
     for row in spec_of(Op.CAST).typesupport
