@@ -139,6 +139,24 @@ static inline unsigned long long __umul64hi(unsigned long long x, unsigned long 
 }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
+/* Byte permutation: output byte i is byte (s >> 4i) & 7 of the pair (y:x), or that byte's bit 7 replicated
+   where the selector nibble's bit 3 is set. */
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long pair = ((unsigned long long)y << 32) | x;
+    unsigned r = 0u;
+    for (int i = 0; i < 4; ++i) {
+        const unsigned nibble = (s >> (4 * i)) & 15u;
+        unsigned byte = (unsigned)(pair >> (8 * (nibble & 7u))) & 0xFFu;
+        if (nibble & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+        r |= byte << (8 * i);
+    }
+    return r;
+}
+
+/* A warp of one thread: every lane a shuffle can name is the caller itself, so it reads its own value
+   (kernels bound their shuffle steps by blockDim.x, so one thread takes none). */
+template <class T> static inline T __shfl_xor_sync(unsigned, T value, int, int = 32) { return value; }
+
 /* CUDA's approximate intrinsics: their error on the GPU cannot be reproduced here, so a kernel using one
    fails to build (glibc declares exact functions of the same names, which would pass it silently). */
 #define __expf ia_host_refuses_the_approximate_intrinsic

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...core.errors import DeviceLost
 from ...runtime.accelerator import BoundRange
-from ...runtime.types import DeviceInfo, Quota
+from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, DeviceInfo, Quota
 from . import capability
 from .device import CudaDevice, open_device
 from .kernels import Modules, require_architecture
@@ -30,6 +30,8 @@ NVIDIA = 0x10DE  # the PCI vendor id
 class CudaAccelerator(CudaMemory, CudaPrograms, CudaSubmission):
     """The execution contract on one :class:`~.device.CudaDevice`. Each base is one role's hooks; the
     runtime's ``Accelerator`` (below them all) checks every call before a hook runs."""
+
+    artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})  # NVFP4 projections: :mod:`.nvfp4`
 
     def __init__(self, device: CudaDevice, quota: Quota | None = None) -> None:
         super().__init__(quota=quota)

@@ -21,6 +21,7 @@ held by a run until its work has finished on the device).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import ResourceLimit
+from ...nvfp4.projection import ProjectionArtifact
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.handles import Context
 from ...tosa.dtypes import DType
+from . import nvfp4
 from . import plan as planning
 from .binding import direct_addresses
 from .device import CudaDevice
@@ -97,6 +100,18 @@ def _types(step: Gemm) -> Any:
     return blas.Types(fp[step.operands], fp[step.result], blas.COMPUTE_32F, blas.R_32F)
 
 
+def _scalar_addresses(step: Launch, address: Callable[[Place], int]) -> Launch:
+    """``step`` with the addresses of the places a kernel reads beyond ``IaArgs.in`` (a
+    :class:`.nvfp4.WideLaunch`'s ``scalar_places``) in their scalar words."""
+    extra = getattr(step, "scalar_places", ())
+    if not extra:
+        return step
+    scalars = list(step.scalars)
+    for word, place in extra:
+        scalars[word] = address(place)
+    return dataclasses.replace(step, scalars=tuple(scalars))
+
+
 class _Run:
     """What runs with one set of bound ranges: the commands, whether they use the ranges in place, the
     captured graph (graph, executable) or None."""
@@ -153,7 +168,7 @@ class LoadedProgram:
         products = iter(self.gemms) if self.gemms else None
         for step in self.plan.steps:
             if isinstance(step, Launch):
-                args = pack(step, address)
+                args = pack(_scalar_addresses(step, address), address)
                 commands.append(_Launch(self.functions[step.kernel.source], step.grid, args))
             elif isinstance(step, Copy):
                 commands.append(_Copy(address(step.dst), address(step.src), step.dst.size))
@@ -261,7 +276,10 @@ class CudaPrograms(Accelerator):
     modules: Modules
 
     def _load(self, context: Context, program: Any, limit: int) -> tuple[LoadedProgram, int]:
-        plan = planning.build(program, native_fp8=self.device.capability >= FP8_CAPABILITY)
+        if isinstance(program, ProjectionArtifact):  # an NVFP4 projection (ADR 0012, 0040)
+            plan = nvfp4.build(program, limit)
+        else:
+            plan = planning.build(program, native_fp8=self.device.capability >= FP8_CAPABILITY)
         planned = resident_bytes(plan)
         if planned > limit:
             raise ResourceLimit(
