@@ -103,7 +103,7 @@ class ResidentLaunches:
             del self.seen[key]
         return self._make(key, arrays)
 
-    def _make(self, key: Key, arrays: tuple[ArrayHoldings, ...]) -> ResidentCall:
+    def _make(self, key: Key, arrays: tuple[ArrayHoldings, ...]) -> ResidentCall | None:
         acc = self.acc
         calls = ResidentCall(self, key, arrays)
         for held in arrays:  # listed before anything pins their buffers: a release meanwhile finds it
@@ -120,6 +120,12 @@ class ResidentLaunches:
                 Binding(slot, buf, 0, size) for slot, (buf, size) in enumerate(zip(buffers, self.sizes, strict=True))
             ]
             calls.prepared = acc.prepare(self.queue, self.program, bindings)
+        except IronAccelError as exc:
+            # Out of prepared submissions or memory, say: the call is submitted instead, and a refusal
+            # that concerns the call itself is reported by that submission.
+            log.debug("preparing a launch on %r: %s", key, exc)
+            self.discard(calls)
+            return None
         except BaseException:
             self.discard(calls)
             raise
