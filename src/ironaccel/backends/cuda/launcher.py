@@ -53,11 +53,11 @@ class CudaLauncher:
             stream, program = self.queue.stream, self.program
             try:
                 with program.lock:
-                    if program.tail is not None:
+                    if program.tail is not None and program.tail_stream is not stream:
                         check(driver.cuStreamWaitEvent(stream, program.tail, 0), "cuStreamWaitEvent")
                     program.enqueue(stream, self.ranges)
                     check(driver.cuEventRecord(event, stream), "cuEventRecord")
-                    program.tail = event
+                    program.tail, program.tail_stream = event, stream
             except BaseException:
                 self._free.append(event)
                 raise
@@ -85,11 +85,17 @@ class CudaLauncher:
         with self._lock:
             check_ticket(ticket, self._issued)
             waiting = next((e for t, e in self._pending if t >= ticket), None)
-        if waiting is not None:
-            with self.device.use() as driver:
-                if not wait_fired(driver, waiting, timeout):
-                    return False
-        return self.reached(ticket)
+        if waiting is None:
+            return self.reached(ticket)
+        with self.device.use() as driver:
+            if not wait_fired(driver, waiting, timeout):
+                return False
+            with self._lock:  # the runs before it have finished too: retire up to it without asking again
+                while self._pending and self._pending[0][0] <= ticket:
+                    done, event = self._pending.popleft()
+                    self._finished = done
+                    self._free.append(event)
+        return True
 
     def idle(self) -> bool:
         with self._lock, self.device.use() as driver:
@@ -103,7 +109,7 @@ class CudaLauncher:
             self._free = []
         with self.program.lock:
             if any(self.program.tail is e for e in events):
-                self.program.tail = None
+                self.program.tail = self.program.tail_stream = None
         try:
             with self.device.use() as driver:
                 for event in events:

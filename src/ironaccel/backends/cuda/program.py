@@ -138,8 +138,10 @@ class LoadedProgram:
         # read and write the bound ranges in place (.binding), and its captured graph (or None).
         self.runs: collections.OrderedDict[tuple, _Run] = collections.OrderedDict()
         self.graphs_refused: str | None = None
-        # The event after the latest launched run (.launcher): a run on any stream waits for it first.
+        # The event after the latest run (.launcher, .submit) and the stream it was recorded on: a run on
+        # another stream waits for it first (on the same stream, the stream's order already does).
         self.tail: Any = None
+        self.tail_stream: Any = None
         try:
             if plan.scratch_bytes:
                 self.scratch = int(check(driver.cuMemAlloc(plan.scratch_bytes), "cuMemAlloc(scratch)"))

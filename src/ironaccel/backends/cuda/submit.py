@@ -89,11 +89,11 @@ class CudaQueue:
             try:
                 with program.lock:
                     event.checkpoint()
-                    if program.tail is not None:
+                    if program.tail is not None and program.tail_stream is not self.stream:
                         check(driver.cuStreamWaitEvent(self.stream, program.tail, 0), "cuStreamWaitEvent")
                     program.enqueue(self.stream, ranges)
                     check(driver.cuEventRecord(marker, self.stream), "cuEventRecord")
-                    program.tail = marker
+                    program.tail, program.tail_stream = marker, self.stream
             except BaseException:
                 self.free.append(marker)
                 raise
