@@ -68,6 +68,10 @@ static const ia_host_dim3 blockIdx = {0u, 0u, 0u};
 static const ia_host_dim3 blockDim = {1u, 1u, 1u};
 static const ia_host_dim3 gridDim = {1u, 1u, 1u};
 
+/* CUDA's 16-byte vector types (aligned as on the GPU), which contiguous kernels load and store. */
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+
 /* Bit casts. */
 template <class To, class From> static inline To ia_host_cast(From x) {
     static_assert(sizeof(To) == sizeof(From), "a bit cast between sizes");

@@ -16,6 +16,9 @@ into device memory, compiled kernels and packed launches.
 * Steps: each live operator, in the analysis's execution order, becomes launches and copies through the
   lowering :mod:`.ops` registers for its types. The steps of one run go to one stream, in order, so no
   barrier is needed between them.
+* Passes over the steps (:mod:`.fusion`): chains of elementwise launches fused into one kernel each
+  (``IRONACCEL_CUDA_FUSION=0`` turns that off), then each elementwise launch that reads every operand in
+  order given its kernel's contiguous variant.
 
 A program the table cannot lower (an operator or a type combination with no registration, a dynamic
 shape) is refused here with a LoweringError naming the operator, before anything is allocated.
@@ -24,12 +27,14 @@ shape) is refused here with a LoweringError naming the operator, before anything
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 
 from ...tosa.arena import ArenaLayout
 from ...tosa.errors import LoweringError
 from ...tosa.ir import Operator, Program, Tensor
+from .fusion import contiguous_launches, fuse
 from .ops import lowering_for
 from .ops.common import Gemm, Kernel, Launch, Place, Step
 
@@ -106,6 +111,9 @@ def build(program: Program, native_fp8: bool = True) -> Plan:
         steps += lower(ctx)
         scratch = max(scratch, ctx.scratch_top)
     inputs, outputs = layout.io_places()
+    if os.environ.get("IRONACCEL_CUDA_FUSION", "1") != "0":
+        steps = fuse(steps, (*inputs, *outputs))
+    steps = contiguous_launches(steps)
     return Plan(
         arena_bytes=layout.align(layout.memory.total_bytes),
         const_bytes=layout.align(layout.const_top),

@@ -28,12 +28,29 @@ MAX_BLOCKS = 1 << 20  # a grid-stride loop covers what lies past this many block
 
 
 @dataclasses.dataclass(frozen=True)
+class Elementwise:
+    """What a kernel of the elementwise template (:mod:`.elementwise`) computes, so that a plan pass can
+    compose kernels: the C ``expression`` over ``x0``, ``x1``... (operand ``k`` read as ``inputs[k]`` and
+    converted to its compute type) and the argument block's ``a.scalars[n]`` only, stored as ``output``;
+    ``body`` holds statements evaluated before it (the temporaries of a fused kernel)."""
+
+    inputs: tuple[DType, ...]
+    output: DType
+    expression: str
+    body: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Kernel:
     """One kernel: the entry point ``name`` of the CUDA C translation unit ``source``. Kernels are
-    specialised by operator and types in their text, so equal sources are one compiled module."""
+    specialised by operator and types in their text, so equal sources are one compiled module.
+    ``elementwise`` describes a pure per-element kernel (None for any other); ``per_thread`` is how many
+    consecutive results a thread computes per step of its grid-stride loop."""
 
     name: str
     source: str
+    elementwise: Elementwise | None = None
+    per_thread: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +73,7 @@ class Launch:
 
     @property
     def grid(self) -> int:
-        return max(1, min(-(-self.count // BLOCK), MAX_BLOCKS))
+        return max(1, min(-(-self.count // (BLOCK * self.kernel.per_thread)), MAX_BLOCKS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +170,7 @@ __all__ = [
     "BLOCK",
     "MAX_BLOCKS",
     "Copy",
+    "Elementwise",
     "Gemm",
     "Kernel",
     "Launch",
