@@ -475,6 +475,15 @@ def matmul(ctx: LoweringContext) -> list[Step]:
     return products.float_steps(ctx)
 
 
+@lowering(
+    Op.MATMUL,
+    signatures=(Signature.of(in_t="fp8e4m3", out_t="fp16"), Signature.of(in_t="fp8e5m2", out_t="fp16")),
+    constraints=(ZERO_ZERO_POINTS,),
+)
+def matmul_fp8(ctx: LoweringContext) -> list[Step]:
+    return products.fp8_steps(ctx)
+
+
 @lowering(Op.MATMUL, signatures=(Signature.of(in_t="int8", out_t="int32"),), constraints=(CONSTANT_ZERO_POINTS,))
 def matmul_integer(ctx: LoweringContext) -> list[Step]:
     return products.int8_steps(ctx)
