@@ -3,10 +3,14 @@
 The descriptor is derived from the registrations (:mod:`.ops.registry`), never kept beside them: an
 operator is advertised with the union of its registrations' signatures, and each registration's
 constraints (zero zero-points for the float kernels, constant zero points for integer NEGATE, a constant
-MUL shift) guard its own signatures only. What stays here is what no registration says: the target
-(profiles PRO-FP and PRO-INT, level 8K, the extensions BF16, FP8E4M3, FP8E5M2, and RESCALE's
-DOUBLEROUND and INEXACTROUND rounding modes: DOUBLE_ROUND is computed as specified, INEXACT_ROUND as
-single rounding, both as in the CPU backend) and the device limits: tensor sizes are bounded by
+MUL shift) guard its own signatures only. The target's type extensions are derived too: BF16, FP8E4M3,
+FP8E5M2, INT4 and INT16 are each claimed when the table accepts every type-support row that names the
+extension (:func:`ironaccel.tosa.tiers.unmet_rows`), which holds for all but INT16 (no int48
+accumulators). EXT-INT4 asks for int4 IDENTITY, CONST and int8 x int4 convolutions; int4 values are held
+one per byte (``DType.INT4.numpy``), as the runtime's arrays and the CPU backend hold them. What stays
+here is what no registration says: the profiles PRO-FP and PRO-INT, level 8K, RESCALE's DOUBLEROUND and
+INEXACTROUND rounding modes (DOUBLE_ROUND is computed as specified, INEXACT_ROUND as single rounding,
+both as in the CPU backend) and the device limits: tensor sizes are bounded by
 maxStorageBufferRange (a kernel binds each tensor as one storage-buffer range), ranks by the kernels'
 six push-constant dimensions. FFT, control flow, variables and dynamic shapes are not offered.
 
@@ -17,12 +21,14 @@ descriptor admits the programs that mix types: an fp32 CAST of an fp16 result, a
 float input or output. The integer kernels are exact, so integer results equal the CPU backend's bit for
 bit (ADR 0008, "The integer tier").
 
-The tiers ADR 0008 describes are views of the same table, by the types of each signature, for the
-tests and tools that judge one of them: :data:`OPERATORS` (the FP32 tier: what PRO-FP without
-extensions allows, without fp16), :data:`FP16_SIGNATURES`, :data:`BF16_SIGNATURES`,
-:data:`FP8_SIGNATURES`, :data:`BF16_FP8_CASTS` (CASTs that need both extensions), :data:`INT_SIGNATURES`
-(the integer and BOOL signatures, PRO-INT's), :data:`BF16_OPERATORS` / :func:`bf16_descriptor` and
-:data:`FP8_OPERATORS` (the FP32 and FP16 tiers with the BF16 or FP8 signatures).
+The tiers as virtio-accel's providers list them (fp32, fp16, fp8, integer, each for one exact target)
+are :func:`ironaccel.tosa.tiers.tiers` of the descriptor (ADR 0043). The tiers ADR 0008 describes are
+views of the same table, by the types of each signature, for the tests and tools that judge one of
+them: :data:`OPERATORS` (the FP32 tier: what PRO-FP without extensions allows, without fp16),
+:data:`FP16_SIGNATURES`, :data:`BF16_SIGNATURES`, :data:`FP8_SIGNATURES`, :data:`BF16_FP8_CASTS` (CASTs
+that need both extensions), :data:`INT_SIGNATURES` (the integer and BOOL signatures, PRO-INT's),
+:data:`BF16_OPERATORS` / :func:`bf16_descriptor` and :data:`FP8_OPERATORS` (the FP32 and FP16 tiers with
+the BF16 or FP8 signatures).
 
 Everything else is refused at load by :func:`ironaccel.tosa.capability.admit` with a LoweringError that
 names the operator, tensor and type.
@@ -36,20 +42,16 @@ from ...tosa.lowering_table import Keep, signature_types
 from ...tosa.operators import Op
 from ...tosa.spec import operator as spec_of
 from ...tosa.target import Target
+from ...tosa.tiers import unmet_rows
 from .device import Limits
 from .ops.common import MAX_RANK
 from .ops.registry import TABLE
 
-TARGET = Target.of(
-    profiles=["pro-fp", "pro-int"],
-    extensions=["bf16", "fp8e4m3", "fp8e5m2", "doubleround", "inexactround"],
-    level="8k",
-)
 NAME = "vulkan-float-int"
 
 FP8 = frozenset({DType.FP8E4M3, DType.FP8E5M2})
 NARROW = FP8 | {DType.FP16, DType.BF16}
-INTEGER_OR_BOOL = frozenset({DType.BOOL, DType.INT8, DType.INT16, DType.INT32})
+INTEGER_OR_BOOL = frozenset({DType.BOOL, DType.INT4, DType.INT8, DType.INT16, DType.INT32})
 _PRO_FP = Target.of(profiles=["pro-fp"], level="8k").enabled
 
 
@@ -97,6 +99,13 @@ def integer_tier(op: Op, sig: Signature) -> bool:
 
 
 ALL_OPERATORS = operator_table()
+# Extensions that add type-support rows: claimed only where every row naming them is registered.
+TYPE_EXTENSIONS = ("int16", "int4", "bf16", "fp8e4m3", "fp8e5m2")
+TARGET = Target.of(
+    profiles=["pro-fp", "pro-int"],
+    extensions=[*(e for e in TYPE_EXTENSIONS if not unmet_rows(ALL_OPERATORS, e)), "doubleround", "inexactround"],
+    level="8k",
+)
 OPERATORS = operator_table(fp32_tier)
 FP16_SIGNATURES = signature_table(fp16_tier)
 BF16_SIGNATURES = signature_table(bf16_tier)

@@ -27,9 +27,11 @@ from ....tosa.strides import broadcast_strides, coalesce, contiguous_strides
 MAX_RANK = 6  # the kernels' push constants hold six dimensions (TOSA level 8K's rank limit)
 WORKGROUP = 64  # invocations per workgroup of the elementwise kernels (specialization constant 0)
 # Bytes per element as the kernels address them (numpy's storage): BOOL and INT8 bytes, INT16 and FP16
-# halves (data movement treats an fp16 or bf16 as its 16 bits, an fp8 as its byte).
+# halves (data movement treats an fp16 or bf16 as its 16 bits, an fp8 as its byte). INT4 is held one value
+# per byte, as the runtime's arrays hold it (DType.INT4.numpy), not packed as in a .tosa constant.
 ELEMENT_BYTES = {
     DType.BOOL: 1,
+    DType.INT4: 1,
     DType.INT8: 1,
     DType.INT16: 2,
     DType.FP16: 2,
