@@ -14,13 +14,23 @@ their storage contract — E2M1 values packed two per byte (low nibble first), o
     weights = dev.array(q)                     # or: the weights uploaded once, bound in place by every call
     y, = exe(x, weights)
 
+Upstream virtio-accel's artifacts (VKNVFP4 projections, VKNVMOE mixtures of experts; ADR 0042) are read
+and written by :mod:`.upstream`; the mixture of experts is :class:`MoEProjection` (:mod:`.moe`)::
+
+    moe = nvfp4.MoEProjection.packed(experts=4, width=w, inner=i)
+    blobs = [nvfp4.pack_expert(up_q[e], down_q[e]) for e in range(4)]
+    y, = dev.compile(moe)(x, *blobs, up_tensor_scales, down_tensor_scales)
+
 It sits between the TOSA program model and the runtime: it uses TOSA's error types, and the runtime
-loads its artifacts (format id ``NVFP4_FORMAT``) on backends that declare them.
+loads its artifacts (format ids ``NVFP4_FORMAT`` and upstream's ``VKNVFP4_FORMAT``) on backends that
+declare them.
 """
 
+from . import upstream
 from .bounds import ACTIVATIONS, BLOCK, Form
 from .errors import HeaderError
 from .format import MAGIC, VERSION
+from .moe import MoEProjection, pack_expert
 from .projection import BatchedProjection, ExpertProjection, Operand, Projection, ProjectionArtifact, from_bytes
 from .quantize import QuantizedWeights, dequantize, quantize
 
@@ -33,11 +43,14 @@ __all__ = [
     "ExpertProjection",
     "Form",
     "HeaderError",
+    "MoEProjection",
     "Operand",
     "Projection",
     "ProjectionArtifact",
     "QuantizedWeights",
     "dequantize",
     "from_bytes",
+    "pack_expert",
     "quantize",
+    "upstream",
 ]

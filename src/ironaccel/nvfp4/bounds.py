@@ -19,6 +19,9 @@ MAX_N = 1 << 18  # output features (a vocabulary projection fits)
 MAX_K = 1 << 18  # input features, a multiple of BLOCK
 MAX_BATCH = 1 << 16  # independent (1, k) x (n, k) products of the batched form
 MAX_EXPERTS = 1 << 10  # experts of the expert-batch form (three bindings each)
+# Experts of upstream virtio-accel's expert-batch and MoE artifacts (its descriptor budget); a VKNVFP4
+# header (:mod:`.upstream`) with more is refused.
+MAX_UPSTREAM_EXPERTS = 6
 MAX_OPERAND_BYTES = 1 << 36  # any one operand (x, all packed weights, all scales, y)
 MAX_NAME_BYTES = 256  # the optional UTF-8 label
 
@@ -26,11 +29,14 @@ ACTIVATIONS = ("none", "silu", "sigmoid", "squared_relu")  # header code = index
 
 
 class Form(enum.IntEnum):
-    """Which of the three projection shapes a header describes."""
+    """Which projection shape an artifact describes (the first three are also NVF4 header codes)."""
 
     SINGLE = 1  # y (m, n) = act(x (m, k) @ w_hat (n, k).T)
     BATCHED = 2  # y[b] (n,) = act(x[b] (k,) @ w_hat[b].T): one weight matrix per row, stacked
     EXPERTS = 3  # y[e] (m, n) = act(x[e] (m, k) @ w_hat_e.T): each expert's weights separate bindings
+    # y[e] = (max(x[e] @ up_hat_e.T, 0)^2) @ down_hat_e.T: one row per expert, up and down projections in
+    # one binding per expert (:mod:`.moe`); it has no NVF4 encoding, only upstream's VKNVMOE
+    MOE = 4
 
 
 def _count(field: str, value: object, low: int, high: int) -> int:

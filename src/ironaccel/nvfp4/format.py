@@ -99,6 +99,8 @@ def read(data: bytes | bytearray | memoryview) -> ProjectionArtifact:
         form = Form(form_code)
     except ValueError:
         raise HeaderError("header.form", f"unknown form {form_code} (1 single, 2 batched, 3 experts)") from None
+    if form is Form.MOE:  # its offsets do not fit this header: VKNVMOE (.upstream) carries it
+        raise HeaderError("header.form", "form 4 (MoE) has no NVF4 encoding; it is carried by a VKNVMOE artifact")
     if activation_code >= len(ACTIVATIONS):
         raise HeaderError("activation", f"unknown activation code {activation_code} (0..{len(ACTIVATIONS) - 1})")
     if reserved0 or reserved1:

@@ -194,7 +194,9 @@ class ExpertProjection(ProjectionArtifact):
 
 
 def from_bytes(data: bytes | bytearray | memoryview) -> ProjectionArtifact:
-    """The projection a serialized header describes (validated as hostile input; see :mod:`.format`)."""
+    """The projection a serialized header describes, ours (NVF4, :mod:`.format`) or upstream's (VKNVFP4
+    or VKNVMOE, :mod:`.upstream`), told by its magic (validated as hostile input)."""
+    from . import upstream
     from .format import read
 
-    return read(data)
+    return upstream.read(data) if upstream.recognises(data) else read(data)

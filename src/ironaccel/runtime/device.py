@@ -27,7 +27,7 @@ from .executable import Executable
 from .handles import Context, Queue
 from .holdings import DeviceHoldings
 from .metadata import Metadata, read_sidecar
-from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef
+from .types import NVFP4_FORMAT, TOSA_FORMAT, VKNVFP4_FORMAT, VKNVFP4_TARGET, ArtifactRef
 
 
 class Device:
@@ -131,6 +131,10 @@ class Device:
         # intermediates) is limited by the context's quota alone, which load_program enforces.
         bound = resident_bytes if resident_bytes is not None else NO_BOUND
         words = target.encode() if target is not None else ()
+        if artifact_format == VKNVFP4_FORMAT:  # upstream's artifacts declare their target words (ADR 0042)
+            if target is not None:
+                raise InvalidArgument("a TOSA target applies to TOSA programs, not to an NVFP4 projection")
+            words = VKNVFP4_TARGET
         source_name = None
         if isinstance(source, str | os.PathLike) and metadata is None:
             metadata, source_name = read_sidecar(Path(source))
@@ -173,13 +177,15 @@ def _is_torch_module(source: Any) -> bool:
 
 
 def _artifact(source: Any) -> tuple[bytes, int]:
-    """The payload and artifact format of ``source``: NVFP4 projections by type or by magic, else TOSA."""
+    """The payload and artifact format of ``source``: NVFP4 projections by type or by magic (ours, NVF4, or
+    upstream's, VKNVFP4 and VKNVMOE), else TOSA."""
+    from ..nvfp4 import upstream
     from ..nvfp4.format import MAGIC
     from ..nvfp4.projection import ProjectionArtifact
 
-    if isinstance(source, ProjectionArtifact):
-        return source.to_bytes(), NVFP4_FORMAT
-    payload = _payload(source)
+    payload = source.to_bytes() if isinstance(source, ProjectionArtifact) else _payload(source)
+    if upstream.recognises(payload):
+        return payload, VKNVFP4_FORMAT
     return payload, NVFP4_FORMAT if payload[: len(MAGIC)] == MAGIC else TOSA_FORMAT
 
 

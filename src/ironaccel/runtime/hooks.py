@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .types import TOSA_FORMAT, BufferDesc, BufferInfo, DeviceInfo
+from ..nvfp4.bounds import Form
+from .types import TOSA_FORMAT, VKNVFP4_TARGET, BufferDesc, BufferInfo, DeviceInfo
 
 if TYPE_CHECKING:
     from .bindings import BoundRange
@@ -76,6 +77,11 @@ class BackendHooks:
     # format is NVFP4_FORMAT (an ironaccel.nvfp4 projection, ADR 0012): a backend that lists it receives the
     # projection in ``_load``; load_program refuses it with LoweringError on every other backend.
     artifact_formats: frozenset[int] = frozenset({TOSA_FORMAT})
+    # A backend listing NVFP4_FORMAT also loads upstream's NVFP4 artifacts (VKNVFP4_FORMAT, ADR 0042), read
+    # into the same projections: those whose 12 target words are one of ``nvfp4_targets``, of the forms in
+    # ``nvfp4_forms`` (ironaccel.nvfp4.Form; the mixture of experts only where a backend adds it).
+    nvfp4_targets: frozenset[tuple[int, ...]] = frozenset({VKNVFP4_TARGET})
+    nvfp4_forms: frozenset[Form] = frozenset({Form.SINGLE, Form.BATCHED, Form.EXPERTS})
 
     def _unload(self, native: Any) -> None:
         pass

@@ -1,6 +1,7 @@
 """Programs: an artifact read as hostile input, validated and admitted, charged against its bounds, loaded.
 
-``load_program`` parses a TOSA artifact (or an NVFP4 projection's header, ADR 0012) outside the lock,
+``load_program`` parses a TOSA artifact (or an NVFP4 projection's header, ADR 0012, ours or upstream's
+with its target words compared with what the backend advertises, ADR 0042) outside the lock,
 validates it against its target, admits it against the backend's capabilities, and refuses it on its
 working set before the backend builds anything (ADR 0024); then the backend's ``_load`` makes it
 resident, and what it reports is checked again. A program the backend can run outside the queue gets its
@@ -18,7 +19,7 @@ from .errors import ReleaseRejected
 from .handles import Context, Program
 from .records import Book, Record
 from .spec import TensorSpec
-from .types import NVFP4_FORMAT, TOSA_FORMAT, ArtifactRef, Quota
+from .types import NVFP4_FORMAT, TOSA_FORMAT, VKNVFP4_FORMAT, VKNVFP4_TARGET, ArtifactRef, Quota
 
 
 class Programs(Book):
@@ -41,12 +42,15 @@ class Programs(Book):
             crec = self._record(ctx, Context)
             limits = self.device_info().limits
             self._limit(ctx, Program, limits.max_programs_per_context)
-        if artifact.format not in (TOSA_FORMAT, NVFP4_FORMAT):
-            raise Incompatible(f"artifact format {artifact.format:#x} is not TOSA ({TOSA_FORMAT:#x})")
+        if artifact.format not in (TOSA_FORMAT, NVFP4_FORMAT, VKNVFP4_FORMAT):
+            raise Incompatible(
+                f"artifact format {artifact.format:#x} is not TOSA ({TOSA_FORMAT:#x}), NVF4 ({NVFP4_FORMAT:#x}) or"
+                f" VKNVFP4 ({VKNVFP4_FORMAT:#x})"
+            )
         if len(artifact.payload) > limits.max_artifact_bytes:
             raise ResourceLimit(f"artifact of {len(artifact.payload)} bytes exceeds {limits.max_artifact_bytes}")
         needs: WorkingSet | None = None  # an NVFP4 projection has its own resident figure
-        if artifact.format == NVFP4_FORMAT:
+        if artifact.format in (NVFP4_FORMAT, VKNVFP4_FORMAT):
             program, inputs, outputs = self._read_nvfp4(artifact)
         else:
             target = _decode_target(artifact.target)
@@ -94,15 +98,26 @@ class Programs(Book):
             return handle
 
     def _read_nvfp4(self, artifact: ArtifactRef) -> tuple[Any, tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
-        """An NVFP4 projection's header read as hostile input, then refused unless the backend runs it."""
+        """An NVFP4 projection's header (ours, or upstream's with its target words: ADR 0042) read as hostile
+        input, then refused unless the backend runs it: its format, its target words and its form."""
+        from ..nvfp4 import upstream
         from ..nvfp4.format import read as read_projection
         from ..tosa.errors import LoweringError
 
-        if artifact.target:
-            raise InvalidArgument("a TOSA target applies to TOSA programs, not to an NVFP4 projection")
-        projection = read_projection(artifact.payload)
+        name = self.device_info().name
+        if artifact.format == VKNVFP4_FORMAT:
+            projection = upstream.read(artifact.payload)
+        else:
+            if artifact.target:
+                raise InvalidArgument("a TOSA target applies to TOSA programs, not to an NVFP4 projection")
+            projection = read_projection(artifact.payload)
         if NVFP4_FORMAT not in self.artifact_formats:
-            raise LoweringError(f"{self.device_info().name} does not run NVFP4 projections: cannot load {projection}")
+            raise LoweringError(f"{name} does not run NVFP4 projections: cannot load {projection}")
+        if artifact.format == VKNVFP4_FORMAT:
+            _check_target(tuple(artifact.target), self.nvfp4_targets, name)
+        if projection.form not in self.nvfp4_forms:
+            form = projection.form.name
+            raise LoweringError(f"{name} does not run the {form} form of NVFP4: cannot load {projection}")
         inputs = tuple(TensorSpec(o.name, o.shape, o.dtype) for o in projection.inputs)
         outputs = tuple(TensorSpec(o.name, o.shape, o.dtype) for o in projection.outputs)
         return projection, inputs, outputs
@@ -116,6 +131,30 @@ class Programs(Book):
             if rec.pins or rec.holders:
                 raise ReleaseRejected(Busy(f"{program!r} is referenced by pending work or prepared"), program)
             self._release(rec, self._unload)
+
+
+def _check_target(words: tuple[int, ...], advertised: frozenset[tuple[int, ...]], name: str) -> None:
+    """Incompatible naming the first of ``words`` (an upstream artifact's target identity) that no target the
+    backend advertises has in its place, unless one matches all 12."""
+    if words in advertised:
+        return
+    if len(words) != len(VKNVFP4_TARGET):
+        raise Incompatible(
+            f"an upstream NVFP4 artifact declares {len(VKNVFP4_TARGET)} target words, got {len(words)}: {name}"
+            " compares them with the targets it advertises"
+        )
+    if not advertised:
+        raise Incompatible(f"{name} advertises no target for upstream NVFP4 artifacts")
+
+    def agreeing(target: tuple[int, ...]) -> int:
+        return next((i for i, (a, b) in enumerate(zip(target, words, strict=True)) if a != b), len(words))
+
+    closest = max(sorted(advertised), key=agreeing)
+    i = agreeing(closest)
+    raise Incompatible(
+        f"target word {i} of the artifact ({words[i]:#010x}) is not advertised by {name}, which advertises"
+        f" {closest[i]:#010x} there (target {' '.join(f'{w:#x}' for w in closest)})"
+    )
 
 
 def _decode_target(words: Sequence[int]) -> Any:

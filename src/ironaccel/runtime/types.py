@@ -13,6 +13,10 @@ from ..core.errors import InvalidArgument
 
 TOSA_FORMAT = 0x544F5341  # "TOSA" read as a little-endian u32: the artifact format id of TOSA flatbuffers
 NVFP4_FORMAT = 0x3446564E  # "NVF4" read as a little-endian u32: an NVFP4 projection (ironaccel.nvfp4, ADR 0012)
+# Upstream virtio-accel's NVFP4 artifacts (VKNVFP4 and VKNVMOE headers, ironaccel.nvfp4.upstream, ADR 0042),
+# and the 12 target words they declare: "VKNF", "P4" and version 1.
+VKNVFP4_FORMAT = 0x564E4634
+VKNVFP4_TARGET = (0x564B4E46, 0x50340001) + (0,) * 10
 
 
 class MemoryDomain(enum.IntEnum):

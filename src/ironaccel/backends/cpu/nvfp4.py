@@ -3,6 +3,8 @@
 Each run decodes the weights exactly (:func:`ironaccel.nvfp4.codec.decode`: float32, one rounding per
 element), multiplies in float32 through BLAS, and applies the activation in float64 rounded once to
 float32. Weights are inputs of every run, so nothing but the projection's description stays resident.
+The mixture-of-experts form (ADR 0042) is its two projections in turn, the squared ReLU between them
+rounded to float32 as the other forms' activations are.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from ...nvfp4 import codec
 from ...nvfp4.bounds import Form
+from ...nvfp4.moe import MoEProjection
 from ...nvfp4.projection import ProjectionArtifact
 
 RESIDENT_BYTES = 256  # the description and the runner: no constants
@@ -54,6 +57,8 @@ class ProjectionRunner:
     def _compute(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         p = self.projection
         x = inputs[0]
+        if p.form is Form.MOE:
+            return _moe(p, inputs)  # type: ignore[arg-type]
         if p.form is Form.EXPERTS:
             y = np.empty((p.count, p.m, p.n), np.float32)
             for e in range(p.count):
@@ -66,6 +71,17 @@ class ProjectionRunner:
             packed, scales, tensor = inputs[1:4]
             y = x @ _decode(packed, scales, tensor).T
         return activate(y, p.activation)
+
+
+def _moe(p: MoEProjection, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    x, blobs = inputs[0], inputs[1 : 1 + p.experts]
+    up_tensor, down_tensor = inputs[1 + p.experts], inputs[2 + p.experts]
+    y = np.empty((p.experts, p.width), np.float32)
+    for e, blob in enumerate(blobs):
+        up_packed, up_scales, down_packed, down_scales = p.planes(blob, e)
+        h = activate(x[e : e + 1] @ _decode(up_packed, up_scales, up_tensor[e]).T, "squared_relu")
+        y[e] = (h @ _decode(down_packed, down_scales, down_tensor[e]).T)[0]
+    return y
 
 
 def _decode(packed: np.ndarray, scales: np.ndarray, tensor: np.ndarray) -> np.ndarray:

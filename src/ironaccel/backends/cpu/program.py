@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...nvfp4.bounds import Form
 from ...runtime.accelerator import Accelerator
 from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT
 
@@ -44,6 +45,7 @@ class CpuPrograms(Accelerator):
     """The program hooks of the CPU accelerator (one of its bases)."""
 
     artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})
+    nvfp4_forms = frozenset(Form)  # the mixture of experts too (ADR 0042)
 
     def _load(self, context: Any, program: Any, limit: int) -> tuple[Any, int]:
         # The runtime refused the program before this if its working set exceeds ``limit`` (ADR 0024);
