@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import DeviceLost, ResourceLimit
+from ...nvfp4.bounds import Form
 from ...nvfp4.projection import ProjectionArtifact
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
@@ -101,6 +102,7 @@ class VulkanAccelerator(Accelerator):
     supports_cancellation = False
     observes_completion = True
     artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})  # NVFP4 projections: :mod:`.nvfp4`
+    nvfp4_forms = frozenset(Form)  # the mixture of experts too (ADR 0042)
 
     def __init__(
         self,

@@ -21,6 +21,12 @@ Three ways to compute ``y = act(x @ w_hat.T)``, chosen at load from the shape an
   activation.
 
 Every path meets the same 1e-5 relative bound against the decode.
+
+The mixture-of-experts form (:class:`~ironaccel.nvfp4.MoEProjection`, ADR 0042) is two expert-form GEMV
+passes back to back: the up projections with the squared ReLU into arena scratch, then the down
+projections from it. Its weight planes sit at the artifact's offsets inside each expert's binding, which
+upstream aligns to 4 bytes only: a plane whose place meets the device's binding alignment is bound where
+it lies, any other is copied to aligned scratch first (as is each expert's tensor scale).
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from collections.abc import Sequence
 
 from ...core.errors import ResourceLimit
 from ...nvfp4.bounds import ACTIVATIONS, Form
-from ...nvfp4.projection import ProjectionArtifact
+from ...nvfp4.moe import MoEProjection
+from ...nvfp4.projection import ExpertProjection, ProjectionArtifact
+from ...tosa.arena import Copy
 from .direct import VECTOR_ALIGNMENT
 from .ops.common import WORKGROUP, Dispatch, Place, Step, groups
 from .ops.matmul import COOP_FP16, COOP_TILE, coop, tiled
@@ -105,8 +113,11 @@ def build(
     inputs, (y,) = tuple(places[:-1]), places[-1:]
     steps: list[Step] | None = None
     binding_alignment = max(min_offset_alignment, VECTOR_ALIGNMENT)
+    if isinstance(projection, MoEProjection):
+        ctx = _Scratch(top, alignment, max_groups, max_loop_iterations, max_shared_memory)
+        steps = _moe_steps(projection, inputs, y, ctx, binding_alignment)
     candidates = []
-    if projection.form is not Form.BATCHED:
+    if projection.form in (Form.SINGLE, Form.EXPERTS):
         slices = projection.k // coop_slice(projection.k)
         coop_ok = COOP_FP16 in matrix_tiles and projection.n % 8 == 0 and slices <= COOP_MAX_SLICES
         if coop_ok and projection.m >= COOP_FROM_M:
@@ -168,6 +179,38 @@ def _gemv_steps(
         out, y_base = _part(y, base, count, matrix_bytes, binding_alignment)
         push = struct.pack("<6I", p.m, p.n, p.k, 0, y_base, base)
         steps.append(Dispatch("nvfp4_gemv", spec, (x, *weights), (out,), push, (gx, gy, count)))
+    return steps
+
+
+def _moe_steps(
+    p: MoEProjection, inputs: Sequence[Place], y: Place, ctx: _Scratch, binding_alignment: int
+) -> list[Step]:
+    """The up projections (squared ReLU) into scratch h (experts, inner), then the down projections to y,
+    each pass one GEMV dispatch per expert over the planes the artifact's offsets name."""
+    steps: list[Step] = []
+
+    def bound(src: Place, offset: int, size: int) -> Place:
+        place = Place("arena", src.offset + offset, size)
+        if place.offset % binding_alignment == 0:
+            return place
+        aligned = ctx.scratch(size)
+        steps.append(Copy(place, aligned))
+        return aligned
+
+    x, blobs = inputs[0], inputs[1 : 1 + p.experts]
+    up_tensor, down_tensor = inputs[1 + p.experts], inputs[2 + p.experts]
+    h = ctx.scratch(4 * p.experts * p.inner)
+    up_inputs, down_inputs = [x], [h]
+    for e, blob in enumerate(blobs):
+        up_packed, up_scales, down_packed, down_scales = (
+            bound(blob, offset, size) for offset, size in zip(p.offsets[e], p.plane_bytes, strict=True)
+        )
+        up_inputs += [up_packed, up_scales, bound(up_tensor, 4 * e, 4)]
+        down_inputs += [down_packed, down_scales, bound(down_tensor, 4 * e, 4)]
+    up = ExpertProjection(experts=p.experts, m=1, n=p.inner, k=p.width, activation="squared_relu")
+    down = ExpertProjection(experts=p.experts, m=1, n=p.width, k=p.inner)
+    steps += _gemv_steps(up, up_inputs, h, ctx, binding_alignment)
+    steps += _gemv_steps(down, down_inputs, y, ctx, binding_alignment)
     return steps
 
 
