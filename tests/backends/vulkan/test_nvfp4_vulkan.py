@@ -211,3 +211,32 @@ def test_any_shape_and_form_matches_the_cpu_backend(dev, form, m, n, k, count, a
         terms = np.stack([np.abs(x[e]) @ w[e].T for e in range(count)])
     bound = 1e-5 * np.abs(want) + 1e-6 * terms.reshape(want.shape)
     assert np.all(np.abs(y - want) <= bound), float(np.max(np.abs(y - want) - bound))
+
+
+def _moe(shift: int) -> nvfp4.MoEProjection:
+    layout = nvfp4.MoEProjection.packed(3, 32, 64)
+    offsets = tuple(tuple(o + shift for o in four) for four in layout.offsets)
+    return nvfp4.MoEProjection(3, 32, 64, layout.expert_bytes + shift, offsets)  # type: ignore[arg-type]
+
+
+def test_moe_plan_is_two_gemv_passes_binding_aligned_planes_in_place():
+    from ironaccel.tosa.arena import Copy
+
+    plan = planning.build(_moe(0), min_offset_alignment=16)
+    dispatches = [s for s in plan.steps if isinstance(s, Dispatch)]
+    assert [d.shader for d in dispatches] == ["nvfp4_gemv"] * 6  # up then down, one dispatch per expert
+    # Only the per-expert tensor scales past the first sit off the binding alignment.
+    copies = [s for s in plan.steps if isinstance(s, Copy)]
+    assert {c.src.size for c in copies} == {4} and len(copies) == 4
+    # The down pass reads what the up pass wrote: a barrier before the first down dispatch.
+    first_down = plan.steps.index(dispatches[3])
+    assert plan.barriers[first_down] is not None
+
+
+def test_moe_plan_copies_planes_off_the_binding_alignment():
+    from ironaccel.tosa.arena import Copy
+
+    plan = planning.build(_moe(4), min_offset_alignment=16)
+    copies = [s for s in plan.steps if isinstance(s, Copy)]
+    assert len(copies) == 3 * 4 + 4  # every plane of every expert, and the tensor scales past the first
+    assert all(c.dst.offset % 16 == 0 for c in copies)
