@@ -25,11 +25,13 @@ last place: the GPU tests run the same kernels on the device.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import re
 import struct
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import cuda_blas_fake
@@ -69,6 +71,28 @@ def install(monkeypatch: pytest.MonkeyPatch, driver: FakeDriver) -> None:
     monkeypatch.setattr(accelerator, "require_architecture", lambda arch: None)
     monkeypatch.setattr(kernels, "compile_source", source_image)
     cuda_blas_fake.install(monkeypatch, driver)
+
+
+@contextlib.contextmanager
+def stand_in(capability: tuple[int, int] = (9, 0), name: str = "Stand-in Device") -> Iterator[tuple[Any, FakeDriver]]:
+    """The CUDA backend opened on a fresh stand-in driver (one device of ``capability``, kernels built for the
+    host): yields (device, driver); on the way out closes it and checks that nothing was left on the driver."""
+    import gc
+
+    import ironaccel
+
+    driver = FakeDriver([(name, bytes(range(16)))], capability=capability)
+    with pytest.MonkeyPatch.context() as patch:
+        install(patch, driver)
+        dev = ironaccel.open("cuda")
+        try:
+            yield dev, driver
+        finally:
+            dev.close()
+            dev.accelerator.close()
+            gc.collect()
+    assert not driver.memory and not driver.streams and not driver.events and not driver.modules
+    assert not any(driver.contexts.values()), driver.contexts
 
 
 class Access:

@@ -5,8 +5,6 @@ reference's."""
 
 from __future__ import annotations
 
-import gc
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -154,24 +152,10 @@ def _inputs(program, make, types, seed: int) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def device():
     pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is installed with the [cuda] extra")
-    import host_kernels
+    from cuda_driver_fake import stand_in
 
-    if host_kernels.compiler() is None:
-        pytest.skip(host_kernels.NO_COMPILER)
-    from cuda_driver_fake import FakeDriver, install
-
-    import ironaccel
-
-    driver = FakeDriver([("Stand-in Device", bytes(range(16)))])
-    with pytest.MonkeyPatch.context() as patch:
-        install(patch, driver)
-        dev = ironaccel.open("cuda")
-        try:
-            yield dev
-        finally:
-            dev.close()
-            dev.accelerator.close()
-            gc.collect()
+    with stand_in() as (dev, _):
+        yield dev
 
 
 def _run(dev, program, inputs) -> list[np.ndarray]:

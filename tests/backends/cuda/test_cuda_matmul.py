@@ -5,26 +5,19 @@ load). Every result exact against numpy's int64."""
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
-from cuda_driver_fake import FakeDriver, install
+from cuda_driver_fake import stand_in
 
-import ironaccel
 from ironaccel.backends.cuda import plan
 from ironaccel.backends.cuda.ops.common import Gemm
 from ironaccel.tosa import ProgramBuilder
 
 
 @pytest.fixture
-def device(monkeypatch):
-    driver = FakeDriver([("Stand-in Device", bytes(range(16)))])
-    install(monkeypatch, driver)
-    with ironaccel.open("cuda") as dev:
+def device():
+    with stand_in() as (dev, _):
         yield dev
-    gc.collect()
-    assert not driver.memory and not driver.events
 
 
 def _program(batch: int, m: int, k: int, n: int, za: int, zb: int, weights: np.ndarray | None):
@@ -85,14 +78,10 @@ def test_the_int8_kernels_compile_with_nvrtc(arch):
 
 
 @pytest.fixture
-def ampere(monkeypatch):
+def ampere():
     """A device of compute capability 8.0: cuBLASLt has no fp8 products there."""
-    driver = FakeDriver([("Stand-in Ampere", bytes(range(16)))], capability=(8, 0))
-    install(monkeypatch, driver)
-    with ironaccel.open("cuda") as dev:
+    with stand_in((8, 0), "Stand-in Ampere") as (dev, _):
         yield dev
-    gc.collect()
-    assert not driver.memory and not driver.events
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ NVRTC for sm_80 and sm_90; and, marked gpu, projections on a real device against
 
 from __future__ import annotations
 
-import gc
 import itertools
 
 import numpy as np
@@ -29,24 +28,10 @@ TENSOR_SCALE = np.float32(0.7310586)  # not a power of two: the decode's one rou
 @pytest.fixture(scope="module")
 def dev():
     """The CUDA backend opened on the stand-in driver, kernels run on the host."""
-    import host_kernels
-    from cuda_driver_fake import FakeDriver, install
+    from cuda_driver_fake import stand_in
 
-    import ironaccel
-
-    if host_kernels.compiler() is None:
-        pytest.skip(host_kernels.NO_COMPILER)
-    driver = FakeDriver([("Stand-in Device", bytes(range(16)))])
-    with pytest.MonkeyPatch.context() as patch:
-        install(patch, driver)
-        device = ironaccel.open("cuda")
-        try:
-            yield device
-        finally:
-            device.close()
-            device.accelerator.close()
-            gc.collect()
-    assert not driver.memory and not driver.streams and not driver.events and not driver.modules
+    with stand_in() as (device, _):
+        yield device
 
 
 def _case(form: str, m: int, n: int, k: int, count: int, activation: str, seed: int):
