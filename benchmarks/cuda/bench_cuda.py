@@ -42,6 +42,7 @@ sys.path.insert(0, str(HERE.parent / "vulkan"))
 
 from bench_vulkan import (  # noqa: E402
     Loaded,
+    add_chain,
     bench_add,
     bench_latency,
     bench_matmul,
@@ -181,13 +182,7 @@ def planned_launches(ops: int) -> int:
     """Kernel launches in the CUDA plan of bench_latency's chain of ``ops`` ADDs (fusion joins them)."""
     from ironaccel.backends.cuda import plan
 
-    b = ProgramBuilder()
-    x = b.input("x", (256,), "fp32")
-    v = x
-    for _ in range(ops):
-        v = b.add(v, x)
-    b.output(v)
-    return len(plan.build(b.build()).launches)
+    return len(plan.build(add_chain(ops)).launches)
 
 
 def _hit(value: float | None, target: float, smaller: bool = False) -> str:

@@ -317,14 +317,19 @@ def bench_add(dev: Any, torch: Any, reps: int, elements: int) -> dict[str, Any]:
     }
 
 
-def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
+def add_chain(ops: int) -> Any:
+    """``ops`` ADDs in a chain over 256 fp32 values: v = x + x + ... + x."""
     b = ProgramBuilder()
     x = b.input("x", (256,), "fp32")
     v = x
     for _ in range(ops):
         v = b.add(v, x)
     b.output(v)
-    loaded = Loaded(dev, b.build(), [np.ones(256, np.float32)])
+    return b.build()
+
+
+def bench_latency(dev: Any, ops: int, count: int) -> dict[str, Any]:
+    loaded = Loaded(dev, add_chain(ops), [np.ones(256, np.float32)])
     try:
         for _ in range(50):
             loaded.finish(loaded.submit())
