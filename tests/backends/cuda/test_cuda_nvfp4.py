@@ -1,8 +1,9 @@
 """NVFP4 projections on the CUDA backend (ADR 0040): every form and activation through the backend on the
 stand-in driver with its kernels compiled for the host (cuda_driver_fake.py, host_kernels.py; products by
 cuda_blas_fake.py) against the CPU backend's oracle; both paths' decode of every (byte, scale code) pair
-bit for bit; non-finite tensor scales; the plan's places and path choice; every kernel kind compiled by
-NVRTC for sm_80 and sm_90; and, marked gpu, projections on a real device against the CPU backend."""
+bit for bit; non-finite tensor scales; the plan's places and path choice; the mixture of experts from
+upstream's bytes (planes on and off the GEMV's widest alignment) and its plan; every kernel kind compiled
+by NVRTC for sm_80 and sm_90; and, marked gpu, every form on a real device against the CPU backend."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is installed w
 from ironaccel import nvfp4
 from ironaccel.backends.cpu.nvfp4 import ProjectionRunner
 from ironaccel.backends.cuda import nvfp4 as planning
-from ironaccel.backends.cuda.ops.common import Gemm, Launch
+from ironaccel.backends.cuda.ops.common import Gemm, Launch, Place
 from ironaccel.backends.cuda.plan import ALIGNMENT
 from ironaccel.nvfp4 import codec
 from ironaccel.nvfp4.quantize import E4M3_DTYPE
@@ -213,6 +214,119 @@ def test_projections_on_a_device_match_the_cpu_backend(form):
         for m, n, k, activation in [(1, 4096, 4096, "silu"), (5, 100, 48, "none"), (96, 300, 512, "sigmoid")]:
             m = 1 if form == "batched" else m
             _check(device, form, m, n, k, 3, activation, seed=m)
+    finally:
+        device.close()
+        device.accelerator.close()
+
+
+# ---- the mixture-of-experts form (ADR 0042) ------------------------------------------------------------
+
+
+def _moe_case(experts: int, width: int, inner: int, shift: int, seed: int = 0):
+    """A mixture of ``experts`` experts as upstream lays them out, each plane moved ``shift`` bytes into its
+    expert's binding (upstream's rule is 4 bytes; the GEMV's widest loads want 16), with x, the bindings
+    and both tensor scales in upstream's argument order, and each expert's weights as floats."""
+    rng = np.random.default_rng(seed)
+    ups = [nvfp4.quantize((rng.standard_normal((inner, width)) * 0.1).astype(np.float32)) for _ in range(experts)]
+    downs = [nvfp4.quantize((rng.standard_normal((width, inner)) * 0.1).astype(np.float32)) for _ in range(experts)]
+    layout = nvfp4.MoEProjection.packed(experts, width, inner)
+    blobs = []
+    for up, down in zip(ups, downs, strict=True):
+        blob = np.full(layout.expert_bytes + shift, 0xEE, np.uint8)  # bytes no plane covers are never read
+        blob[shift:] = nvfp4.pack_expert(up, down)
+        blobs.append(blob)
+    offsets = tuple(tuple(o + shift for o in four) for four in layout.offsets)
+    moe = nvfp4.MoEProjection(experts, width, inner, layout.expert_bytes + shift, offsets)  # type: ignore[arg-type]
+    x = rng.standard_normal((experts, width)).astype(np.float32)
+    scales = [np.array([q.tensor_scale for q in qs], np.float32) for qs in (ups, downs)]
+    weights = [(nvfp4.dequantize(u).astype(np.float64), nvfp4.dequantize(d)) for u, d in zip(ups, downs, strict=True)]
+    return moe, [x, *blobs, *scales], weights
+
+
+def _moe_bound(want: np.ndarray, x: np.ndarray, weights) -> np.ndarray:
+    """1e-5 of |y| plus what the summation orders may move each result by: the up projection's u within
+    1e-6 of its terms t = |x| |up| moves h = relu(u)^2 by at most 2 |u| 1e-6 t, and the down projection
+    sums |h| |down| within its own 1e-6."""
+    terms = []
+    for e, (up, down) in enumerate(weights):
+        u, t = x[e] @ up.T, np.abs(x[e]) @ np.abs(up).T
+        terms.append((np.maximum(u, 0) ** 2 + 2 * np.abs(u) * t) @ np.abs(down).T)
+    return 1e-5 * np.abs(want) + 1e-6 * np.stack(terms)
+
+
+MOE_CASES = [(1, 16, 32, 0), (3, 64, 48, 4), (4, 32, 96, 8), (2, 48, 16, 12), (2, 256, 64, 0)]
+
+
+@pytest.mark.parametrize(
+    ("experts", "width", "inner", "shift"), MOE_CASES, ids=[f"e{e}-w{w}-i{i}-s{s}" for e, w, i, s in MOE_CASES]
+)
+def test_moe_matches_the_cpu_backend(dev, experts, width, inner, shift):
+    moe, inputs, weights = _moe_case(experts, width, inner, shift, seed=experts + width + shift)
+    exe = dev.compile(moe.to_bytes(), resident_bytes=BIG)  # upstream's bytes, as they are
+    try:
+        (y,) = exe(*inputs)
+        (queued,) = exe.submit(*inputs).wait()
+    finally:
+        exe.close()
+    (want,) = ProjectionRunner(moe).run(inputs)
+    assert y.dtype == np.float32 and y.shape == want.shape == (experts, width)
+    bound = _moe_bound(want, inputs[0], weights)
+    assert np.all(np.abs(y - want) <= bound), float(np.max(np.abs(y - want) - bound))
+    assert np.array_equal(queued, y)
+
+
+@pytest.mark.parametrize("shift", [0, 4, 8, 12])
+def test_moe_plan_reads_each_plane_in_place_with_the_loads_its_offset_allows(shift):
+    experts, width, inner = 3, 64, 32
+    moe, _, _ = _moe_case(experts, width, inner, shift)
+    plan = planning.build(moe)
+    x, blobs, (up_ts, down_ts), (y,) = plan.inputs[0], plan.inputs[1:-2], plan.inputs[-2:], plan.outputs
+    assert len(plan.steps) == 2 * experts and not plan.gemms  # no copy: every plane is read where it lies
+    assert all(isinstance(s, planning.WideLaunch) for s in plan.steps)
+    assert plan.scratch_bytes >= 4 * experts * inner
+    (h,) = {s.write for s in plan.steps[:experts]}
+    assert h.buffer == "scratch" and h.size == 4 * experts * inner
+    assert all(s.write == y and s.reads[0] == h for s in plan.steps[experts:])
+    vec = {0: 4, 4: 1, 8: 2, 12: 1}[shift]  # the widest chunk (16, 8 or 4 bytes) the plane's offset keeps aligned
+    for half, activation, tensor in ((0, "squared_relu", up_ts), (1, "none", down_ts)):
+        n, k = (inner, width) if half == 0 else (width, inner)
+        for e, step in enumerate(plan.steps[half * experts : (half + 1) * experts]):
+            offsets, sizes = moe.offsets[e][2 * half : 2 * half + 2], moe.plane_bytes[2 * half : 2 * half + 2]
+            planes = tuple((blobs[e].buffer, blobs[e].offset + o, s) for o, s in zip(offsets, sizes, strict=True))
+            assert tuple((p.buffer, p.offset, p.size) for p in step.reads[1:]) == planes
+            assert step.kernel.name.startswith(f"ia_nvfp4_gemv_v{vec}_") and step.kernel.name.endswith(activation)
+            assert step.scalar_places == ((planning.TENSOR_SCALE_WORD, Place("arena", tensor.offset + 4 * e, 4)),)
+            assert step.scalars[1:] == (1, n, k, e * k, e * n, 1)
+    assert plan.steps[0].reads[0] == x
+
+
+def test_cuda_accelerator_lists_every_nvfp4_form():
+    from ironaccel.backends.cuda.accelerator import CudaAccelerator
+
+    assert CudaAccelerator.nvfp4_forms == frozenset(nvfp4.Form)
+
+
+@pytest.mark.gpu
+def test_moe_on_a_device_matches_the_cpu_backend():
+    from ironaccel.backends.cuda.registration import why_not
+
+    why = why_not()
+    if why is not None:
+        pytest.skip(f"no CUDA device opens here: {why}")
+    import ironaccel
+
+    device = ironaccel.open("cuda")
+    try:
+        for experts, width, inner, shift in [(6, 2048, 1024, 0), (6, 1024, 2048, 4), (2, 48, 16, 8)]:
+            moe, inputs, weights = _moe_case(experts, width, inner, shift, seed=inner + shift)
+            exe = device.compile(moe.to_bytes())
+            try:
+                (y,) = exe(*inputs)
+            finally:
+                exe.close()
+            (want,) = ProjectionRunner(moe).run(inputs)
+            bound = _moe_bound(want, inputs[0], weights)
+            assert np.all(np.abs(y - want) <= bound), float(np.max(np.abs(y - want) - bound))
     finally:
         device.close()
         device.accelerator.close()

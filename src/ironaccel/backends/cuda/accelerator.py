@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import DeviceLost
+from ...nvfp4.bounds import Form
 from ...runtime.accelerator import BoundRange
 from ...runtime.types import NVFP4_FORMAT, TOSA_FORMAT, DeviceInfo, Quota
 from . import capability
@@ -32,6 +33,7 @@ class CudaAccelerator(CudaMemory, CudaPrograms, CudaSubmission):
     runtime's ``Accelerator`` (below them all) checks every call before a hook runs."""
 
     artifact_formats = frozenset({TOSA_FORMAT, NVFP4_FORMAT})  # NVFP4 projections: :mod:`.nvfp4`
+    nvfp4_forms = frozenset(Form)  # the mixture of experts too (ADR 0042)
 
     def __init__(self, device: CudaDevice, quota: Quota | None = None) -> None:
         super().__init__(quota=quota)

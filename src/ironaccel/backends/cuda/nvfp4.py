@@ -7,14 +7,18 @@ program copies its bound ranges into, or binds them in place of (:mod:`.binding`
 
 * **Decode shapes** (m below :data:`GEMM_FROM_M`, every batched form, and any shape whose decoded weights
   would pass the program's resident bound): one GEMV kernel reads the packed weights once per
-  :data:`GEMV_X_ROWS` rows of x with 16-byte loads (8-byte ones where k is an odd multiple of 16),
-  decodes them in registers and sums in fp32. A team of up to 32 threads splits one weight row's k,
-  each thread holding :data:`GEMV_ROWS` rows' words, so neighbouring threads read neighbouring words;
-  the team's partial sums meet by warp shuffles in a fixed tree. These shapes are bound by the weights'
-  bytes, which NVFP4 makes a quarter of fp16's.
+  :data:`GEMV_X_ROWS` rows of x with 16-byte loads (8-byte ones where k is an odd multiple of 16,
+  narrower ones where a plane's offset allows no wider), decodes them in registers and sums in fp32. A
+  team of up to 32 threads splits one weight row's k, each thread holding :data:`GEMV_ROWS` rows'
+  words, so neighbouring threads read neighbouring words; the team's partial sums meet by warp shuffles
+  in a fixed tree. These shapes are bound by the weights' bytes, which NVFP4 makes a quarter of fp16's.
 * **Larger m**: each matrix is decoded exactly (the CPU backend's bits: ``(e2m1 * scale) * ts``) into fp32
   scratch as [n, k], a cuBLASLt fp32 product (``COMPUTE_32F``, never TF32) takes it transposed with the
   expert form's matrices as its batches, and the activation runs in place on y.
+
+The mixture-of-experts form (:class:`~ironaccel.nvfp4.MoEProjection`, ADR 0042) is two passes of GEMV
+launches (:func:`moe_steps`): the up projections with the squared ReLU into scratch, then the down
+projections from it, each over planes inside an expert's binding.
 
 The GEMV reads five operands where a launch's argument block holds four addresses, so the tensor scale's
 address rides in a scalar word (:class:`WideLaunch`, resolved where the program packs its launches).
@@ -27,6 +31,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ...nvfp4.bounds import ACTIVATIONS, Form
+from ...nvfp4.moe import MoEProjection
 from ...nvfp4.projection import ProjectionArtifact
 from ...tosa.dtypes import DType
 from .ops.common import BLOCK, MAX_BLOCKS, Gemm, Kernel, Launch, Place, Step
@@ -228,7 +233,7 @@ def _source(name: str, body: str, **defines: int) -> Kernel:
 
 
 def gemv_kernel(vec: int, rows: int, x_rows: int, team: int, activation: str) -> Kernel:
-    """The GEMV specialised for its tile: ``vec`` packed words per chunk (4 or 2), ``rows`` weight rows per
+    """The GEMV specialised for its tile: ``vec`` packed words per chunk (4, 2 or 1), ``rows`` weight rows per
     team, ``x_rows`` rows of x per pass, ``team`` threads per weight row."""
     name = f"ia_nvfp4_gemv_v{vec}_r{rows}_x{x_rows}_t{team}_{activation}"
     act = ACTIVATIONS.index(activation)
@@ -250,6 +255,7 @@ def kernels() -> tuple[Kernel, ...]:
     found += [gemv_kernel(4, 2, 1, GEMV_TEAM, a) for a in ACTIVATIONS]
     for vec, x_rows, team in ((2, 1, 2), (4, 2, GEMV_TEAM), (4, 3, 4), (2, GEMV_X_ROWS, GEMV_TEAM)):
         found.append(gemv_kernel(vec, _rows(x_rows), x_rows, team, "silu"))
+    found.append(gemv_kernel(1, _rows(1), 1, GEMV_TEAM, "squared_relu"))  # planes 4 bytes off (MoE)
     return tuple(found)
 
 
@@ -268,32 +274,72 @@ def _blocks_launch(kernel: Kernel, reads: tuple[Place, ...], write: Place, jobs:
     return WideLaunch(kernel, reads, write, count, (count,), (), tuple(scalars), places)
 
 
-def gemv_steps(projection: ProjectionArtifact, inputs: Sequence[Place], y: Place) -> list[Step]:
-    """One launch for the single and batched forms, one per expert (each expert's weights are bindings)."""
-    p = projection
-    x_rows = min(p.m, GEMV_X_ROWS)
-    vec = 4 if p.k % 32 == 0 else 2
-    chunks = p.k // (8 * vec)
+def _gemv(
+    m: int,
+    n: int,
+    k: int,
+    activation: str,
+    matrices: int,
+    reads: tuple[Place, Place, Place],
+    tensor: Place,
+    y: Place,
+    bases: tuple[int, int] = (0, 0),
+) -> WideLaunch:
+    """One GEMV launch over ``matrices`` (n, k) matrices: ``reads`` are x, packed and scales, ``bases``
+    the element offsets of the first matrix's x and y. Its chunks are the widest that divide k and that
+    the packed place's offset keeps aligned (every place is that far from an allocation's start, which is
+    256-byte aligned, whether the arena's or a bound range's)."""
+    x_rows = min(m, GEMV_X_ROWS)
+    alignment = reads[1].offset & -reads[1].offset or ALIGNMENT
+    vec = next(v for v in (4, 2, 1) if k % (8 * v) == 0 and alignment % (4 * v) == 0)
+    chunks = k // (8 * vec)
     team = GEMV_TEAM
     while team > 1 and team // 2 >= chunks:
         team //= 2  # no idle lanes where k is short
     rows = _rows(x_rows)
-    kernel = gemv_kernel(vec, rows, x_rows, team, p.activation)
-    bundles = -(-p.n // (BLOCK // team * rows))
-    passes = -(-p.m // x_rows)
+    kernel = gemv_kernel(vec, rows, x_rows, team, activation)
+    bundles = -(-n // (BLOCK // team * rows))
+    passes = -(-m // x_rows)
+    scalars = (0, m, n, k, *bases, matrices)
+    places = ((TENSOR_SCALE_WORD, tensor),)
+    return _blocks_launch(kernel, reads, y, matrices * passes * bundles, scalars, places)
+
+
+def gemv_steps(projection: ProjectionArtifact, inputs: Sequence[Place], y: Place) -> list[Step]:
+    """One launch for the single and batched forms, one per expert (each expert's weights are bindings)."""
+    p = projection
     x = inputs[0]
     if p.form is Form.EXPERTS:
         steps: list[Step] = []
         for e in range(p.count):
             packed, scales, tensor = inputs[1 + 3 * e : 4 + 3 * e]
-            scalars = (0, p.m, p.n, p.k, e * p.m * p.k, e * p.m * p.n, 1)
-            places = ((TENSOR_SCALE_WORD, tensor),)
-            steps.append(_blocks_launch(kernel, (x, packed, scales), y, passes * bundles, scalars, places))
+            bases = (e * p.m * p.k, e * p.m * p.n)
+            steps.append(_gemv(p.m, p.n, p.k, p.activation, 1, (x, packed, scales), tensor, y, bases))
         return steps
     packed, scales, tensor = inputs[1:4]
-    scalars = (0, p.m, p.n, p.k, 0, 0, p.count)
-    places = ((TENSOR_SCALE_WORD, tensor),)
-    return [_blocks_launch(kernel, (x, packed, scales), y, p.count * passes * bundles, scalars, places)]
+    return [_gemv(p.m, p.n, p.k, p.activation, p.count, (x, packed, scales), tensor, y)]
+
+
+def moe_steps(p: MoEProjection, inputs: Sequence[Place], y: Place) -> tuple[list[Step], int]:
+    """The mixture of experts as two passes of GEMV launches, one per expert each: the up projections with
+    the squared ReLU into scratch h (experts, inner), then the down projections from h into y. Each reads
+    its planes where the artifact's offsets put them inside the expert's binding; upstream aligns those to
+    4 bytes only, so a launch takes the chunks its packed plane's offset allows (down to one word) rather
+    than a copy of the plane each run. Returns the steps and the scratch bytes."""
+    x, blobs = inputs[0], inputs[1 : 1 + p.experts]
+    tensor_scales = inputs[1 + p.experts : 3 + p.experts]
+    h = Place("scratch", 0, 4 * p.experts * p.inner)
+    passes = ((x, h, p.inner, p.width, p.activation), (h, y, p.width, p.inner, "none"))
+    steps: list[Step] = []
+    for half, (src, out, n, k, activation) in enumerate(passes):
+        for e, blob in enumerate(blobs):
+            packed, scales = (
+                Place(blob.buffer, blob.offset + p.offsets[e][plane], p.plane_bytes[plane])
+                for plane in (2 * half, 2 * half + 1)
+            )
+            tensor = Place(tensor_scales[half].buffer, tensor_scales[half].offset + 4 * e, 4)
+            steps.append(_gemv(1, n, k, activation, 1, (src, packed, scales), tensor, out, (e * k, e * n)))
+    return steps, _align(h.size)
 
 
 def gemm_steps(projection: ProjectionArtifact, inputs: Sequence[Place], y: Place) -> tuple[list[Step], int]:
@@ -326,6 +372,9 @@ def build(projection: ProjectionArtifact, max_resident_bytes: int | None = None)
         places.append(Place("arena", top, operand.nbytes))
         top += _align(operand.nbytes)
     inputs, y = tuple(places[:-1]), places[-1]
+    if isinstance(projection, MoEProjection):  # m = 1 per expert: the GEMV only
+        steps, scratch = moe_steps(projection, inputs, y)
+        return Plan(top, 0, scratch, (), tuple(steps), inputs, (y,))
     if projection.form is not Form.BATCHED and projection.m >= GEMM_FROM_M:
         steps, scratch = gemm_steps(projection, inputs, y)
         plan = Plan(top, 0, scratch, (), tuple(steps), inputs, (y,))
@@ -334,4 +383,4 @@ def build(projection: ProjectionArtifact, max_resident_bytes: int | None = None)
     return Plan(top, 0, 0, (), tuple(gemv_steps(projection, inputs, y)), inputs, (y,))
 
 
-__all__ = ["GEMM_FROM_M", "GEMV_TEAM", "GEMV_X_ROWS", "WideLaunch", "build", "kernels"]
+__all__ = ["GEMM_FROM_M", "GEMV_TEAM", "GEMV_X_ROWS", "WideLaunch", "build", "kernels", "moe_steps"]
