@@ -15,6 +15,7 @@ with what cuBLASLt's forms need around it.
   product's does, so the result equals the reference's exact int32 sum wherever that fits. Shapes whose k
   is not a multiple of 4, which cuBLASLt's integer kernels refuse, run one kernel of ours instead (one
   thread per result).
+* int16 -> int48: one kernel of ours (cuBLASLt has no int16 product), one thread per result.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ extern "C" __global__ void ia_matmul_int8_direct(const __grid_constant__ IaArgs 
         long long sum = 0;
         for (long long t = 0; t < k; ++t) sum += ((long long)x[t] - za) * ((long long)y[t * n] - zb);
         ((int*)a.out)[i] = (int)(unsigned)(unsigned long long)sum;
+    }
+}
+"""
+
+# int16 -> int48, which no cuBLASLt kernel computes: one thread per result, exact in 64 bits, wrapped to 48
+# bits as TOSA's int48 accumulator holds it (stored in 64).
+DIRECT_INT16 = """\
+extern "C" __global__ void ia_matmul_int16_direct(const __grid_constant__ IaArgs a) {
+    const long long m = a.scalars[0], n = a.scalars[1], k = a.scalars[2], za = a.scalars[3], zb = a.scalars[4];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+        const long long col = i % n, row = (i / n) % m, batch = i / (m * n);
+        const short* x = (const short*)a.in[0] + (batch * m + row) * k;
+        const short* y = (const short*)a.in[1] + batch * k * n + col;
+        unsigned long long sum = 0ull;
+        for (long long t = 0; t < k; ++t)
+            sum += (unsigned long long)(((long long)x[t] - za) * ((long long)y[t * n] - zb));
+        const unsigned long long low = sum & 0xFFFFFFFFFFFFull; /* two's complement in 48 bits */
+        ((long long*)a.out)[i] = (long long)(low ^ 0x800000000000ull) - 0x800000000000ll;
     }
 }
 """
@@ -218,6 +238,19 @@ def fp8_steps(ctx: LoweringContext) -> list[Step]:
     return [*steps, Gemm(wide[0], wide[1], place, batch, m, n, k, DType.FP16, DType.FP16)]
 
 
+def int16_steps(ctx: LoweringContext) -> list[Step]:
+    """int16 -> int48: the exact sum of the zero-point-corrected products, by one kernel of ours."""
+    a, b, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
+    batch, m, n, k = _shape(ctx)
+    count = batch * m * n
+    if count == 0:
+        return []
+    za, zb = _zero_point(ctx, 2), _zero_point(ctx, 3)
+    direct = Kernel("ia_matmul_int16_direct", PRELUDE + "\n" + DIRECT_INT16)
+    reads = (ctx.place(a), ctx.place(b))
+    return [Launch(direct, reads, ctx.place(out), count, (count,), ((1,), (1,)), (m, n, k, za, zb))]
+
+
 def int8_steps(ctx: LoweringContext) -> list[Step]:
     a, out = ctx.inputs[0], ctx.outputs[0]
     batch, m, n, k = _shape(ctx)
@@ -292,4 +325,4 @@ def _as_int32(values: np.ndarray) -> np.ndarray:
     return ((values + 2**31) % 2**32 - 2**31).astype(np.int32)
 
 
-__all__ = ["float_steps", "fp8_steps", "int8_steps"]
+__all__ = ["float_steps", "fp8_steps", "int8_steps", "int16_steps"]

@@ -487,3 +487,8 @@ def matmul_fp8(ctx: LoweringContext) -> list[Step]:
 @lowering(Op.MATMUL, signatures=(Signature.of(in_t="int8", out_t="int32"),), constraints=(CONSTANT_ZERO_POINTS,))
 def matmul_integer(ctx: LoweringContext) -> list[Step]:
     return products.int8_steps(ctx)
+
+
+@lowering(Op.MATMUL, signatures=(Signature.of(in_t="int16", out_t="int48"),), constraints=(CONSTANT_ZERO_POINTS,))
+def matmul_int16(ctx: LoweringContext) -> list[Step]:
+    return products.int16_steps(ctx)
