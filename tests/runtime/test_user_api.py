@@ -19,7 +19,6 @@ from ironaccel.tosa.errors import FormatError, LoweringError
 from vulkan_fixtures import open_test_device
 
 MODELS = Path(__file__).resolve().parents[2] / "src" / "ironaccel" / "models"
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "virtio-accel" / "cases"
 
 
 def _two_inputs() -> bytes:
