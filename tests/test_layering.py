@@ -1,4 +1,5 @@
-"""Imports point downward only: core -> probe/tosa -> nvfp4 -> runtime -> backends -> conformance/virtio -> cli.
+"""Imports point downward only: core -> probe/tosa -> nvfp4 -> runtime -> backends -> conformance/virtio -> cli ->
+cluster.
 
 Checked statically over every module (lazy imports inside functions included), so a layering breach
 fails here before it can become a cycle or drag a GPU library into the core. Imports by string count as
@@ -35,6 +36,9 @@ RANK = {
     "conformance": 4,
     "virtio": 4,
     "cli": 5,
+    # A Ray cluster's pool (ironaccel.cluster) sits on top of everything: its nodes advertise what the command
+    # line's device table says runs programs.
+    "cluster": 6,
 }
 HEAVY = {"vulkan", "wgpu", "moderngl", "cupy", "torch", "jax", "openvino", "cuda", "numba", "tosa_reference_model"}
 

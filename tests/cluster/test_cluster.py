@@ -1,0 +1,240 @@
+"""ironaccel.cluster on a three-node local Ray cluster: each node advertises different device resources (the
+head ironaccel_cpu only, one node a Vulkan device as well, which lavapipe runs here, and one node more CPU
+replicas); pools are placed by those resources, map every input to exactly one output in order, survive a
+replica killed or a device lost mid-map, and give every resource back when closed.
+
+Ray is kept small: one CPU and an 80 MB object store per node, no dashboard, and every address on the
+loopback interface."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections import Counter
+from importlib import resources
+
+# Ray decides at import whether nodes bind the host's address or the loopback: these tests use the loopback.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'ironaccel[ray]'")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+import ironaccel  # noqa: E402
+from ironaccel.cluster import (  # noqa: E402
+    IronAccelPredictor,
+    Pool,
+    PoolExhausted,
+    ReplicaFailed,
+    node_labels,
+    node_resources,
+    plan,
+    ray_start_args,
+)
+from ironaccel.core.errors import InvalidArgument, Unsupported  # noqa: E402
+from ironaccel.tosa import ProgramBuilder  # noqa: E402
+
+MODEL = str(resources.files("ironaccel").joinpath("models", "cnn_fp32.tosa"))
+NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+# The Vulkan node's replica runs on lavapipe: its sums may round differently from the CPU backend's.
+ATOL = 1e-5
+
+
+def _vulkan_runs_here() -> bool:
+    try:
+        with ironaccel.open("vulkan"):
+            return True
+    except Exception:  # noqa: BLE001 - any failure means no Vulkan replica in these tests
+        return False
+
+
+VULKAN = _vulkan_runs_here()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """head: ironaccel_cpu 1; "vulkan" node: ironaccel_cpu 1 and ironaccel_vulkan 1; "wide" node: ironaccel_cpu 2."""
+    made = cluster_utils.Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args={**NODE, "include_dashboard": False, "resources": {"ironaccel_cpu": 1}},
+    )
+    gpu = {"ironaccel_vulkan": 1} if VULKAN else {}
+    vulkan_node = made.add_node(**NODE, resources={"ironaccel_cpu": 1, **gpu})
+    wide_node = made.add_node(**NODE, resources={"ironaccel_cpu": 2})
+    ray.init(address=made.address, log_to_driver=False)
+    made.wait_for_nodes()
+    made.nodes = {"vulkan": vulkan_node.node_id, "wide": wide_node.node_id, "head": made.head_node.node_id}
+    try:
+        yield made
+    finally:
+        ray.shutdown()
+        made.shutdown()
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(200)]
+
+
+@pytest.fixture(scope="module")
+def expected(inputs):
+    with ironaccel.open("cpu") as dev:
+        exe = dev.compile(MODEL)
+        return [exe(x)[0] for x in inputs]
+
+
+def _same(got, expected):
+    assert len(got) == len(expected)
+    for n, (outputs, want) in enumerate(zip(got, expected, strict=True)):
+        assert len(outputs) == 1, n
+        np.testing.assert_allclose(outputs[0], want, rtol=0, atol=ATOL, err_msg=f"input {n}")
+
+
+def _plus_one(n: int = 4):
+    b = ProgramBuilder()
+    x = b.input("x", (n,), "fp32")
+    b.output(b.add(x, np.ones(n, np.float32)))
+    return b.build()
+
+
+def _settled(timeout: float = 30.0) -> dict[str, float]:
+    """The ironaccel_* resources available once every replica's exit has reached the scheduler."""
+    total = {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+    deadline = time.monotonic() + timeout
+    while True:
+        free = {k: v for k, v in ray.available_resources().items() if k.startswith("ironaccel_")}
+        if free == total or time.monotonic() > deadline:
+            return free
+        time.sleep(0.1)
+
+
+# ---- what a node advertises (discovery only, no cluster) -------------------------------------------------
+
+
+def test_node_resources_and_labels_come_from_discovery():
+    from ray._private.label_utils import validate_label_key, validate_label_value
+
+    cores = len(os.sched_getaffinity(0))
+    assert node_resources() == {"ironaccel_cpu": float(cores)}  # lavapipe is a software device: left out
+    assert node_resources(cpu_replicas=3)["ironaccel_cpu"] == 3.0
+    labels = node_labels(include_software=True)
+    assert labels["ironaccel/cpu-0-tier"]
+    if VULKAN:
+        assert node_resources(include_software=True)["ironaccel_vulkan"] == 1.0
+        assert labels["ironaccel/vulkan-0-software"] == "lavapipe"
+    for key, value in labels.items():
+        assert validate_label_key(key) is None, key
+        validate_label_value(value)
+    resources_arg, labels_arg = ray_start_args()
+    assert resources_arg.startswith("--resources={") and labels_arg.startswith("--labels=ironaccel/backends=")
+
+
+def test_plan_places_replicas_by_advertised_resources():
+    offered = {"CPU": 3.0, "ironaccel_cpu": 4.0, "ironaccel_vulkan": 1.0}
+    assert plan("auto", 2, 1.0, offered) == [("vulkan", "vulkan"), ("cpu", "cpu")]
+    assert plan("auto", "per-device", 1.0, offered) == [("vulkan", "vulkan")] + [("cpu", "cpu")] * 4
+    assert plan("vulkan:lavapipe", "per-device", 0.5, offered) == [("vulkan", "vulkan:lavapipe")] * 2
+    with pytest.raises(InvalidArgument, match="do not fit"):
+        plan("cpu", 5, 1.0, offered)
+    with pytest.raises(Unsupported, match="ironaccel_cuda"):
+        plan("cuda", 1, 1.0, offered)
+    with pytest.raises(InvalidArgument):
+        plan("virtio:/run/accel.sock", 1, 1.0, offered)
+
+
+# ---- pools on the three-node cluster --------------------------------------------------------------------
+
+
+def test_replicas_are_placed_by_resource(cluster):
+    with Pool(MODEL, device="cpu", replicas="per-device") as pool:
+        nodes = Counter(r["node"] for r in pool.live)
+        assert nodes == Counter({cluster.nodes["head"]: 1, cluster.nodes["vulkan"]: 1, cluster.nodes["wide"]: 2})
+        assert all(r["device"] == "cpu:0" and len(r["affinity"]) == 1 for r in pool.live)
+        # The wide node's two replicas hold a core each.
+        wide = [r["affinity"][0] for r in pool.live if r["node"] == cluster.nodes["wide"]]
+        assert len(set(wide)) == min(2, len(os.sched_getaffinity(0)))
+    if VULKAN:
+        with Pool(MODEL, device="vulkan", replicas=1) as pool:
+            [replica] = pool.live
+            assert replica["node"] == cluster.nodes["vulkan"] and replica["device"].startswith("vulkan:")
+    assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+
+
+def test_map_yields_every_output_once_in_order(cluster, inputs, expected):
+    with Pool(MODEL, device="auto", replicas="per-device") as pool:
+        backends = Counter(r["backend"] for r in pool.live)
+        assert backends == Counter({"cpu": 4, **({"vulkan": 1} if VULKAN else {})})
+        _same(list(pool.map(inputs, max_in_flight=6)), expected)
+        _same(list(pool.map(inputs, batch_size=16)), expected)
+        assert sum(s["items"] for s in pool.stats()) == 2 * len(inputs)
+        assert not pool.failures
+
+
+def test_unordered_map_yields_each_output_once(cluster):
+    xs = [np.full(4, i, np.float32) for i in range(100)]
+    with Pool(_plus_one(), device="cpu", replicas=3) as pool:
+        seen = sorted(int(out[0][0]) - 1 for out in pool.map(xs, ordered=False, max_in_flight=4))
+    assert seen == list(range(100))
+
+
+def test_a_replica_killed_mid_map_loses_nothing(cluster, inputs, expected):
+    with Pool(MODEL, device="cpu", replicas=3) as pool:
+        victim = pool.actors[1]
+        got = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stream = pool.map(inputs, max_in_flight=6)
+            for _ in range(30):
+                got.append(next(stream))
+            ray.kill(victim)
+            got.extend(stream)
+        _same(got, expected)
+        [failure] = pool.failures
+        assert failure.replica == 1 and "killed" in failure.reason
+        assert len(pool.live) == 2
+        assert any(issubclass(w.category, ReplicaFailed) for w in caught)
+
+
+def test_a_lost_device_retires_its_replica(cluster, inputs, expected):
+    with Pool(MODEL, device="cpu", replicas=2) as pool:
+        ray.get(pool.actors[0].lose_device.remote("the driver was reset"))
+        with pytest.warns(ReplicaFailed, match="device lost"):
+            got = list(pool.map(inputs[:40]))
+        _same(got, expected[:40])
+        [failure] = pool.failures
+        assert failure.replica == 0 and "the driver was reset" in failure.reason and failure.retried >= 1
+        assert [r["replica"] for r in pool.live] == [1]
+
+
+def test_a_pool_without_replicas_says_so(cluster, inputs):
+    with Pool(MODEL, device="cpu", replicas=1) as pool:
+        ray.kill(pool.actors[0])
+        with pytest.warns(ReplicaFailed), pytest.raises(PoolExhausted, match="every replica"):
+            list(pool.map(inputs[:10]))
+
+
+def test_closing_gives_every_resource_back(cluster):
+    pools = [Pool(MODEL, device="cpu", replicas=2), Pool(_plus_one(), device="auto", replicas=1)]
+    assert _settled(timeout=0) != {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+    for pool in pools:
+        pool.close()
+        pool.close()
+    assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+
+
+def test_the_predictor_runs_each_row_of_a_batch(inputs, expected):
+    # threads=None: not pinned to one core, which would pin the test process itself.
+    predictor = IronAccelPredictor(
+        MODEL, device="cpu", input_columns=["image"], output_columns=["logits"], threads=None
+    )
+    batch = {"image": np.stack([x[0] for x in inputs[:8]])}
+    out = predictor(batch)
+    assert out["logits"].shape == (8, 10)
+    np.testing.assert_allclose(out["logits"], np.concatenate(expected[:8]), rtol=0, atol=0)
+    with pytest.raises(InvalidArgument, match="no column"):
+        predictor({"other": batch["image"]})
