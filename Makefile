@@ -6,7 +6,8 @@ VENV ?= .venv
 TOSA_VENV ?= .venv-tosa
 PY := $(VENV)/bin/python
 # cuda: cuda-bindings and NVRTC, with which the tests compile every CUDA kernel, also where no GPU is.
-EXTRAS ?= test,vulkan,webgpu,cuda
+# ray: Ray core, Data and Serve for ironaccel.cluster (tests/cluster, examples/ray_*.py).
+EXTRAS ?= test,vulkan,webgpu,cuda,ray
 
 .PHONY: all demo test lint wheel-check system-deps venv tosa-tools gpu-check clean conformance
 
