@@ -117,6 +117,7 @@ RESULT_TABLES = {
     "cuda": "benchmarks/cuda/results.md",
     "virtio": "benchmarks/virtio/results.md",
     "models": "benchmarks/models/results.md",
+    "cluster": "benchmarks/cluster/results.md",
 }
 # Files that may name GPU models (never a timing).
 QUOTES_ALLOWED = {
