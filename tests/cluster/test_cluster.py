@@ -56,7 +56,8 @@ VULKAN = _vulkan_runs_here()
 
 @pytest.fixture(scope="module")
 def cluster():
-    """head: ironaccel_cpu 1; "vulkan" node: ironaccel_cpu 1 and ironaccel_vulkan 1; "wide" node: ironaccel_cpu 2."""
+    """head: ironaccel_cpu 1; "vulkan" node: ironaccel_cpu 1 and ironaccel_vulkan 1; "wide" node: ironaccel_cpu 2,
+    labelled ironaccel/role=wide."""
     made = cluster_utils.Cluster(
         initialize_head=True,
         connect=False,
@@ -64,7 +65,7 @@ def cluster():
     )
     gpu = {"ironaccel_vulkan": 1} if VULKAN else {}
     vulkan_node = made.add_node(**NODE, resources={"ironaccel_cpu": 1, **gpu})
-    wide_node = made.add_node(**NODE, resources={"ironaccel_cpu": 2})
+    wide_node = made.add_node(**NODE, resources={"ironaccel_cpu": 2}, labels={"ironaccel/role": "wide"})
     ray.init(address=made.address, log_to_driver=False)
     made.wait_for_nodes()
     made.nodes = {"vulkan": vulkan_node.node_id, "wide": wide_node.node_id, "head": made.head_node.node_id}
@@ -117,7 +118,7 @@ def _settled(timeout: float = 30.0) -> dict[str, float]:
 
 
 def test_node_resources_and_labels_come_from_discovery():
-    from ray._private.label_utils import validate_label_key, validate_label_value
+    from ray._private.label_utils import parse_node_labels_string, validate_label_key, validate_label_value
 
     cores = len(os.sched_getaffinity(0))
     assert node_resources() == {"ironaccel_cpu": float(cores)}  # lavapipe is a software device: left out
@@ -132,6 +133,7 @@ def test_node_resources_and_labels_come_from_discovery():
         validate_label_value(value)
     resources_arg, labels_arg = ray_start_args()
     assert resources_arg.startswith("--resources={") and labels_arg.startswith("--labels=ironaccel/backends=")
+    assert parse_node_labels_string(labels_arg.removeprefix("--labels="))["ironaccel/cpu-0-tier"]  # as ray start
 
 
 def test_plan_places_replicas_by_advertised_resources():
@@ -163,6 +165,11 @@ def test_replicas_are_placed_by_resource(cluster):
             [replica] = pool.live
             assert replica["node"] == cluster.nodes["vulkan"] and replica["device"].startswith("vulkan:")
     assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+
+
+def test_a_label_selector_keeps_replicas_to_matching_nodes(cluster):
+    with Pool(_plus_one(), device="cpu", replicas=2, label_selector={"ironaccel/role": "wide"}) as pool:
+        assert {r["node"] for r in pool.live} == {cluster.nodes["wide"]}
 
 
 def test_map_yields_every_output_once_in_order(cluster, inputs, expected):
