@@ -131,10 +131,12 @@ def bench_shape(dev: Any, torch: Any, m: int, n: int, k: int, reps: int) -> dict
     return result
 
 
-def bench_nvfp4(dev: Any, torch: Any, quick: bool = False) -> dict[str, Any]:
-    """Every shape of the run (n = k = 8192; 1024 with ``quick``) and whether m = 1 met its targets."""
+def bench_nvfp4(dev: Any, torch: Any, quick: bool = False, ms: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Every shape of the run (n = k = 8192; 1024 with ``quick``; rows of x ``ms``, the first being 1) and
+    whether m = 1 met its targets."""
     size, reps = (1024, 5) if quick else (8192, 50)
-    rows = [bench_shape(dev, torch, m, size, size, reps) for m in ((1, 8) if quick else (1, 2, 8, 32, 64, 256))]
+    ms = ms or ((1, 8) if quick else (1, 2, 8, 32, 64, 256))
+    rows = [bench_shape(dev, torch, m, size, size, reps) for m in ms]
     first = rows[0]
     met = first["kernel_ms"] <= TARGET_M1_MS and first.get("vs_torch", 0) >= TARGET_TORCH_RATIO
     met = met and first.get("vs_copy", 0) >= TARGET_COPY_RATIO
@@ -163,6 +165,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = k = 1024, few repetitions")
     parser.add_argument("--out", type=Path, help="also write nvfp4.md and nvfp4.json here")
+    parser.add_argument("--m", type=int, nargs="+", help="rows of x to measure (default: a sweep from 1)")
     args = parser.parse_args()
     import torch
 
@@ -171,7 +174,7 @@ def main() -> int:
         return 1
     torch.cuda.init()
     with ironaccel.open("cuda") as dev:
-        result = bench_nvfp4(dev, torch, args.quick)
+        result = bench_nvfp4(dev, torch, args.quick, tuple(args.m) if args.m else None)
     text = table(result)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
