@@ -31,6 +31,7 @@ def main() -> None:
         # One machine: every Ray process on the loopback interface, a small object store.
         advertised = node_resources(cpu_replicas=2)
         ray.init(
+            address="local",  # a Ray of its own, even where another runs on this machine
             num_cpus=2,
             resources=advertised,
             include_dashboard=False,

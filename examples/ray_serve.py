@@ -93,6 +93,7 @@ def main() -> None:
 
     # One machine, every Ray process on the loopback interface.
     ray.init(
+        address="local",  # a Ray of its own, even where another runs on this machine
         num_cpus=2,
         resources=node_resources(cpu_replicas=2),
         include_dashboard=False,
