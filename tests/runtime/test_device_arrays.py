@@ -211,6 +211,12 @@ def test_outputs_fed_to_the_next_call_never_leave_the_device(dev, monkeypatch):
     assert transfers.counts == (0, 1)
 
 
+def _host_reads(dev) -> bool:
+    """Whether the device's programs read host memory as it is (the CPU backend runs a call directly on the
+    arrays' memory: no transfer at all), rather than through transfers into its buffers."""
+    return dev.accelerator.device_info().kind == "cpu"
+
+
 def test_numpy_calls_are_unchanged_and_mixed_calls_write_only_the_host_inputs(dev, monkeypatch):
     add = dev.compile(_binary(Op.ADD))
     x, y = _data(1)
@@ -218,10 +224,11 @@ def test_numpy_calls_are_unchanged_and_mixed_calls_write_only_the_host_inputs(de
     assert type(plain) is np.ndarray
     dx = dev.array(x)
     transfers = Transfers(dev.accelerator, monkeypatch)
+    writes = 0 if _host_reads(dev) else 1
     (mixed,) = add(dx, y)
-    assert isinstance(mixed, DeviceArray) and transfers.counts == (1, 0)
+    assert isinstance(mixed, DeviceArray) and transfers.counts == (writes, 0)
     (named,) = add(x=y, y=dx)
-    assert isinstance(named, DeviceArray) and transfers.counts == (2, 0)
+    assert isinstance(named, DeviceArray) and transfers.counts == (2 * writes, 0)
     np.testing.assert_allclose(mixed.numpy(), x + y, rtol=1e-6)
     np.testing.assert_allclose(add.run_named({"x": dx, "y": dx})[add.outputs[0].name].numpy(), 2 * x, rtol=1e-6)
 
@@ -235,11 +242,12 @@ def test_out_device_arrays_receive_the_outputs_in_place(dev, monkeypatch):
     got = two(dx, dy, out=[diff, total])
     assert got[0] is diff and got[1] is total and transfers.counts == (0, 0)
     got = two(x, y, out=[diff, total])  # numpy in, device out: the inputs are written, nothing is read
-    assert got[0] is diff and transfers.counts == (2, 0)
+    writes = 0 if _host_reads(dev) else 2
+    assert got[0] is diff and transfers.counts == (writes, 0)
     host = np.empty(N, np.float32)
     run = two.submit(dx, dy, out=[host, total])  # mixed out: only the numpy one is read back
     got = run.wait()
-    assert got[0] is host and got[1] is total and transfers.counts == (2, 1)
+    assert got[0] is host and got[1] is total and transfers.counts == (writes, 1)
     np.testing.assert_allclose(host, x - y, rtol=1e-6)
     np.testing.assert_allclose(total.numpy(), x + y, rtol=1e-6)
     add = dev.compile(_binary(Op.ADD))

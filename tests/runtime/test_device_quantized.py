@@ -86,13 +86,15 @@ def test_weights_go_up_once_and_calls_write_only_the_activation(dev, monkeypatch
     assert sorted(writes.sizes) == sorted([q.packed.nbytes, q.scales.nbytes, 4])
     assert (dq.n, dq.k, dq.lead, dq.nbytes) == (N, K, (), sum(writes.sizes))
     assert repr(dq) == f"<DeviceQuantizedWeights NVFP4 (n={N}, k={K}) on {dev.name}>"
+    # The CPU backend runs the call directly on the arrays' memory: nothing crosses at all.
+    direct = dev.accelerator.device_info().kind == "cpu"
     for seed in range(3):
         x = _x(seed, M, K)
         (want,) = exe(x, q.packed, q.scales, q.tensor_scale)
         writes.reset()
         (y,) = exe(x, dq)
-        assert writes.sizes == [x.nbytes]  # the activation alone: no weight byte crosses again
-        assert writes.reads == 1  # y, read back: numpy activations give numpy outputs
+        assert writes.sizes == ([] if direct else [x.nbytes])  # the activation alone: no weight byte crosses again
+        assert writes.reads == (0 if direct else 1)  # y, read back: numpy activations give numpy outputs
         assert type(y) is np.ndarray
         np.testing.assert_array_equal(y, want)
     writes.reset()
@@ -100,7 +102,7 @@ def test_weights_go_up_once_and_calls_write_only_the_activation(dev, monkeypatch
     np.testing.assert_array_equal(y, want)
     (y,) = exe({"x": x, "weights": dq})
     np.testing.assert_array_equal(y, want)
-    assert writes.sizes == [x.nbytes, x.nbytes]
+    assert writes.sizes == ([] if direct else [x.nbytes, x.nbytes])
 
 
 def test_a_device_activation_gives_device_outputs(dev, monkeypatch):
@@ -191,7 +193,7 @@ def test_close_with_and_collection_free_the_buffers(dev):
     baseline = _live(dev)
     q = nvfp4.quantize(_weights(7, N, K))
     dq = dev.array(q)
-    assert _live(dev)["buffer"] == baseline["buffer"] + 3
+    assert _live(dev)["buffer"] == baseline.get("buffer", 0) + 3
     dq.close()
     dq.close()  # idempotent
     assert dq.closed and repr(dq).endswith("closed>") and _live(dev) == baseline

@@ -227,7 +227,8 @@ class Executable:
         """A call (of a program the backend runs directly) binding DeviceArrays: run on the arrays' own
         memory where ``run_in_place`` can, else submitted and waited for."""
         targets, made = self._resident_targets(values, targets, weights)
-        outs = run_in_place(self._held.acc, self.program, values, targets)
+        direct = targets if targets is not None else [np.empty(s.shape, s.numpy_dtype) for s in self.outputs]
+        outs = run_in_place(self._held.acc, self.program, values, direct)
         if outs is not None:
             return outs
         return self._start_resident(values, targets, None, made).wait()

@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..core.errors import IronAccelError
 from . import reclaim
 from .accelerator import Accelerator
@@ -175,28 +177,29 @@ class ResidentLaunches:
             self.discard(calls)
 
 
-def run_in_place(acc: Accelerator, program: Program, values: list[Any], targets: list[Any] | None) -> list[Any] | None:
-    """A direct run of ``program`` (one ``acc.runs_direct``) on checked inputs and outputs that are all
-    DeviceArrays, on the host arrays of their buffers' memory; returns ``targets``. None, having run
-    nothing, where a slot holds a numpy array, an array's memory is not the host's, or queued work still
-    binds one (a direct run is ordered against no queue).
+def run_in_place(acc: Accelerator, program: Program, values: list[Any], targets: list[Any]) -> list[Any] | None:
+    """A direct run of ``program`` (one ``acc.runs_direct``) on checked inputs and outputs: DeviceArrays on
+    the host arrays of their buffers' memory, numpy arrays as they are; returns ``targets``. None, having run
+    nothing, where an array's memory is not the host's, queued work still binds one (a direct run is ordered
+    against no queue), or a numpy output may share memory with an input or an earlier output (the queue
+    path copies the inputs first).
 
-    The arrays of one call never overlap (each is a buffer of its own; one given as an input and an
-    output was refused), so the aliasing that sends numpy calls to the queue cannot arise. Calls with
-    numpy arrays among DeviceArrays keep the queue path, which writes and reads exactly those
-    (``tests/runtime/test_device_arrays.py`` counts the transfers)."""
-    if targets is None:
-        return None
+    DeviceArrays of one call never overlap one another (each is a buffer of its own; one given as an input
+    and an output was refused), nor a numpy array (their memory is the buffer's alone)."""
     ins: list[Any] = []
     outs: list[Any] = []
     for given, views in ((values, ins), (targets, outs)):
         for value in given:
-            if type(value) is not DeviceArray:
-                return None
-            view = value._host_array()
-            if view is None or value._held.busy:
-                return None
-            views.append(view)
+            if type(value) is DeviceArray:
+                view = value._host_array()
+                if view is None or value._held.busy:
+                    return None
+                views.append(view)
+            else:
+                views.append(value)
+    for i, (target, out) in enumerate(zip(targets, outs, strict=True)):
+        if type(target) is not DeviceArray and any(np.may_share_memory(out, o) for o in (*ins, *outs[:i])):
+            return None
     acc.run_direct(program, ins, outs)
     return targets
 
