@@ -8,53 +8,35 @@ bit for bit, NaNs included. fp16 and bf16 narrow through fp32, as CAST's kernels
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from pathlib import Path
 
+import host_conversions
 import ml_dtypes
 import numpy as np
 import pytest
 
 from ironaccel.backends.cpu.numerics import round_to_float
-from ironaccel.backends.cuda import prelude
 from ironaccel.tosa.dtypes import DType
 
 FORMATS = (("e4m3", DType.FP8E4M3, ml_dtypes.float8_e4m3fn), ("e5m2", DType.FP8E5M2, ml_dtypes.float8_e5m2))
 
 # One array entry point per conversion: in[i] -> out[i], as bit patterns.
-_WRAPPERS = "".join(
-    f"void {name}(const {src}* in, {dst}* out, long n) {{ for (long i = 0; i < n; ++i) out[i] = {expr}; }}\n"
-    for fmt in ("e4m3", "e5m2")
-    for name, src, dst, expr in (
-        (f"{fmt}_to_f32", "unsigned char", "unsigned", f"ia_bits(ia_{fmt}_to_f32(in[i]))"),
-        (f"f32_to_{fmt}", "unsigned", "unsigned char", f"ia_f32_to_{fmt}(ia_float(in[i]))"),
-        (f"f16_to_{fmt}", "unsigned short", "unsigned char", f"ia_f32_to_{fmt}(ia_f16_to_f32(in[i]))"),
-        (f"bf16_to_{fmt}", "unsigned short", "unsigned char", f"ia_f32_to_{fmt}(ia_bf16_to_f32(in[i]))"),
+_WRAPPERS = host_conversions.wrappers(
+    tuple(
+        entry
+        for fmt in ("e4m3", "e5m2")
+        for entry in (
+            (f"{fmt}_to_f32", "unsigned char", "unsigned", f"ia_bits(ia_{fmt}_to_f32(in[i]))"),
+            (f"f32_to_{fmt}", "unsigned", "unsigned char", f"ia_f32_to_{fmt}(ia_float(in[i]))"),
+            (f"f16_to_{fmt}", "unsigned short", "unsigned char", f"ia_f32_to_{fmt}(ia_f16_to_f32(in[i]))"),
+            (f"bf16_to_{fmt}", "unsigned short", "unsigned char", f"ia_f32_to_{fmt}(ia_bf16_to_f32(in[i]))"),
+        )
     )
 )
 
 
 @pytest.fixture(scope="module")
 def conversions(tmp_path_factory) -> ctypes.CDLL:
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler to build the conversions on the host")
-    folder = tmp_path_factory.mktemp("fp8_conversions")
-    source = Path(folder, "conversions.c")
-    source.write_text(prelude.HOST_HEADER + prelude.CONVERSIONS + _WRAPPERS)
-    library = Path(folder, "conversions.so")
-    subprocess.run([compiler, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
-    return ctypes.CDLL(str(library))
-
-
-def _run(lib: ctypes.CDLL, name: str, values: np.ndarray, out_dtype: type) -> np.ndarray:
-    values = np.ascontiguousarray(values)
-    out = np.empty(values.shape, out_dtype)
-    getattr(lib, name)(
-        ctypes.c_void_p(values.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_long(values.size)
-    )
-    return out
+    return host_conversions.build(tmp_path_factory.mktemp("fp8_conversions"), _WRAPPERS)
 
 
 def _same_bits(got: np.ndarray, want: np.ndarray, inputs: np.ndarray, what: str) -> None:
@@ -66,7 +48,7 @@ def _same_bits(got: np.ndarray, want: np.ndarray, inputs: np.ndarray, what: str)
 @pytest.mark.parametrize(("fmt", "dtype", "numpy_type"), FORMATS, ids=[f[0] for f in FORMATS])
 def test_fp8_widens_exactly_for_every_pattern(conversions, fmt, dtype, numpy_type):
     patterns = np.arange(256, dtype=np.uint8)
-    got = _run(conversions, f"{fmt}_to_f32", patterns, np.uint32)
+    got = host_conversions.run(conversions, f"{fmt}_to_f32", patterns, np.uint32)
     want = patterns.view(numpy_type).astype(np.float32)
     nan = np.isnan(want)
     _same_bits(got[~nan], want.view(np.uint32)[~nan], patterns[~nan], f"{fmt} -> fp32")
@@ -106,7 +88,7 @@ def _fp32_patterns() -> np.ndarray:
 @pytest.mark.parametrize(("fmt", "dtype", "numpy_type"), FORMATS, ids=[f[0] for f in FORMATS])
 def test_fp32_narrows_to_fp8_as_the_cpu_backend(conversions, fmt, dtype, numpy_type):
     patterns = _fp32_patterns()
-    got = _run(conversions, f"f32_to_{fmt}", patterns, np.uint8)
+    got = host_conversions.run(conversions, f"f32_to_{fmt}", patterns, np.uint8)
     with np.errstate(invalid="ignore"):  # the reference stores its NaNs through a cast
         want = round_to_float(patterns.view(np.float32).astype(np.float64), dtype).view(np.uint8)
     _same_bits(got, want, patterns, f"fp32 -> {fmt}")
@@ -122,7 +104,7 @@ def test_fp16_and_bf16_narrow_to_fp8_once(conversions, fmt, dtype, numpy_type):
     del numpy_type
     patterns = np.arange(1 << 16, dtype=np.uint16)
     for source, narrow in (("f16", np.float16), ("bf16", ml_dtypes.bfloat16)):
-        got = _run(conversions, f"{source}_to_{fmt}", patterns, np.uint8)
+        got = host_conversions.run(conversions, f"{source}_to_{fmt}", patterns, np.uint8)
         with np.errstate(invalid="ignore"):
             want = round_to_float(patterns.view(narrow).astype(np.float64), dtype).view(np.uint8)
         _same_bits(got, want, patterns, f"{source} -> {fmt}")
@@ -133,8 +115,8 @@ def test_the_overflow_boundaries_and_nans(conversions):
     code is even, fp8e5m2's odd, so its tie overflows); beyond them the NaN (fp8e4m3) or infinity
     (fp8e5m2); and the NaN each format stores, with its sign."""
     values = np.array([448.0, 464.0, 464.0001, 480.0, -np.inf, np.nan, -np.nan], dtype=np.float32)
-    got = _run(conversions, "f32_to_e4m3", values.view(np.uint32), np.uint8)
+    got = host_conversions.run(conversions, "f32_to_e4m3", values.view(np.uint32), np.uint8)
     assert [hex(v) for v in got] == ["0x7e", "0x7e", "0x7f", "0x7f", "0xff", "0x7f", "0xff"]
     values = np.array([57344.0, 61439.0, 61440.0, -1e30, np.inf, np.nan, -np.nan], dtype=np.float32)
-    got = _run(conversions, "f32_to_e5m2", values.view(np.uint32), np.uint8)
+    got = host_conversions.run(conversions, "f32_to_e5m2", values.view(np.uint32), np.uint8)
     assert [hex(v) for v in got] == ["0x7b", "0x7b", "0x7c", "0xfc", "0x7c", "0x7e", "0xfe"]

@@ -7,16 +7,14 @@ ones), built from the same C text with the host's C compiler.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from pathlib import Path
 
+import host_conversions
 import ml_dtypes
 import numpy as np
 import pytest
 
 import operator_cases
-from ironaccel.backends.cuda import plan, prelude
+from ironaccel.backends.cuda import plan
 from ironaccel.backends.cuda.capability import descriptor
 from ironaccel.backends.cuda.ops import registrations
 from ironaccel.backends.cuda.ops.common import Kernel
@@ -126,9 +124,8 @@ def test_a_broken_source_fails_with_nvrtc_s_log():
 # ---- the conversions, on the host -----------------------------------------------------------------------
 
 # One array entry point per conversion: in[i] -> out[i], as bit patterns.
-_WRAPPERS = "".join(
-    f"void {name}(const {src}* in, {dst}* out, long n) {{ for (long i = 0; i < n; ++i) out[i] = {expr}; }}\n"
-    for name, src, dst, expr in (
+_WRAPPERS = host_conversions.wrappers(
+    (
         ("f16_to_f32", "unsigned short", "unsigned", "ia_bits(ia_f16_to_f32(in[i]))"),
         ("bf16_to_f32", "unsigned short", "unsigned", "ia_bits(ia_bf16_to_f32(in[i]))"),
         ("f32_to_f16", "unsigned", "unsigned short", "ia_f32_to_f16(ia_float(in[i]))"),
@@ -139,23 +136,7 @@ _WRAPPERS = "".join(
 
 @pytest.fixture(scope="module")
 def conversions(tmp_path_factory) -> ctypes.CDLL:
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler to build the conversions on the host")
-    folder = tmp_path_factory.mktemp("conversions")
-    source = Path(folder, "conversions.c")
-    source.write_text(prelude.HOST_HEADER + prelude.CONVERSIONS + _WRAPPERS)
-    library = Path(folder, "conversions.so")
-    subprocess.run([compiler, "-O2", "-std=c99", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
-    return ctypes.CDLL(str(library))
-
-
-def _run(lib: ctypes.CDLL, name: str, values: np.ndarray, out_dtype: type) -> np.ndarray:
-    out = np.empty(values.shape, out_dtype)
-    getattr(lib, name)(
-        ctypes.c_void_p(values.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_long(values.size)
-    )
-    return out
+    return host_conversions.build(tmp_path_factory.mktemp("conversions"), _WRAPPERS)
 
 
 def _same_bits_or_nans(got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -175,7 +156,7 @@ def _same_bits_or_nans(got: np.ndarray, want: np.ndarray, what: str) -> None:
 def test_fp16_and_bf16_widen_exactly_for_every_pattern(conversions):
     patterns = np.arange(1 << 16, dtype=np.uint16)
     for name, dtype in (("f16_to_f32", np.float16), ("bf16_to_f32", ml_dtypes.bfloat16)):
-        got = _run(conversions, name, patterns, np.uint32).view(np.float32)
+        got = host_conversions.run(conversions, name, patterns, np.uint32).view(np.float32)
         _same_bits_or_nans(got, patterns.view(dtype).astype(np.float32), name)
 
 
@@ -197,7 +178,7 @@ def test_fp32_narrows_to_nearest_even(conversions):
     patterns = _fp32_patterns()
     values = patterns.view(np.float32)
     for name, dtype in (("f32_to_f16", np.float16), ("f32_to_bf16", ml_dtypes.bfloat16)):
-        got = _run(conversions, name, patterns, np.uint16).view(dtype)
+        got = host_conversions.run(conversions, name, patterns, np.uint16).view(dtype)
         with np.errstate(all="ignore"):
             want = values.astype(dtype)
         _same_bits_or_nans(got, want, name)
