@@ -193,3 +193,23 @@ def test_to_json_describes_signatures_constraints_and_limits():
     assert len(full["operators"]) == 75 and full["name"] == "cpu"
     assert str(FLOAT_CONV[1]) == "in_t=fp16, weight_t=fp16, out_t=fp16, acc_t=fp32"
     assert d.signatures(Op.ADD)[0].matches({"in_out_t": DType.INT32})  # "any": the table's rows
+
+
+def test_a_refusal_on_purpose_names_its_reason_and_every_gpu_backend_gives_one_for_control_flow():
+    from ironaccel.backends.cuda import capability as cuda_capability
+    from ironaccel.backends.vulkan import capability as vulkan_capability
+    from ironaccel.conformance.semantic_fixtures import endless_program
+    from ironaccel.tosa.codec import read
+
+    program = read(endless_program())
+    plain = CapabilityDescriptor(Target(), {DType.INT32, DType.BOOL}, supported(["ADD", "GREATER_EQUAL", "CONST"]))
+    with pytest.raises(LoweringError, match=r"WHILE_LOOP: operator not supported by this backend$"):
+        admit(program, plain)
+    reasoned = CapabilityDescriptor(
+        Target(), plain.dtypes, plain.operators, refusals={"WHILE_LOOP": "loops are not recorded here"}
+    )
+    with pytest.raises(LoweringError, match="WHILE_LOOP: operator not supported by this backend: loops are not"):
+        admit(program, reasoned)
+    for table in (cuda_capability.REFUSALS, vulkan_capability.REFUSALS):
+        assert {Op.COND_IF, Op.WHILE_LOOP} <= set(table)
+        assert "control flow" in table[Op.WHILE_LOOP]

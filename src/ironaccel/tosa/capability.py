@@ -139,11 +139,16 @@ class CapabilityDescriptor:
     max_constant_bytes: int | None = None
     max_bindings: int | None = None
     name: str = ""
+    # Why operators the backend leaves out on purpose are refused (shown in the refusal instead of the
+    # generic message), e.g. control flow where the backend records a program as one straight-line graph.
+    refusals: Mapping[Op, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtypes", frozenset(DType.parse(d) for d in self.dtypes))
         ops = {Op.parse(op): support for op, support in self.operators.items()}
         object.__setattr__(self, "operators", MappingProxyType(ops))
+        reasons = {Op.parse(op): why for op, why in self.refusals.items()}
+        object.__setattr__(self, "refusals", MappingProxyType(reasons))
 
     def signatures(self, op: Op) -> tuple[Signature, ...]:
         """The accepted signatures of ``op`` (the target-enabled table rows when not listed)."""
@@ -257,7 +262,8 @@ class _Admitter:
     def operator(self, block: Block, index: int, op: Operator) -> None:
         d = self.d
         if op.op not in d.operators or not op.op.is_tosa_1_0:
-            raise self.fail(block, index, op, "operator not supported by this backend")
+            why = d.refusals.get(op.op)
+            raise self.fail(block, index, op, "operator not supported by this backend" + (f": {why}" if why else ""))
         ins = [self.tensor(block, n) for n in op.inputs]
         outs = [self.tensor(block, n) for n in op.outputs]
         for kind, needed in (("read", Op.VARIABLE_READ), ("write", Op.VARIABLE_WRITE)):

@@ -28,6 +28,19 @@ TARGET = Target.of(
 )
 NAME = "cuda-nvrtc-cublaslt"
 
+_CONTROL_FLOW = (
+    "control flow is not run on CUDA: a program is recorded as one graph of straight-line launches, and "
+    "conditional graph nodes are not used; run it on cpu"
+)
+REFUSALS = {
+    Op.COND_IF: _CONTROL_FLOW,
+    Op.WHILE_LOOP: _CONTROL_FLOW,
+    Op.FFT2D: "FFT is not offered on CUDA (EXT-FFT is not in this backend's target); run it on cpu",
+    Op.RFFT2D: "FFT is not offered on CUDA (EXT-FFT is not in this backend's target); run it on cpu",
+    Op.VARIABLE: "variables are not offered on CUDA (EXT-VARIABLE); run the program on cpu",
+    Op.CUSTOM: "CUSTOM operators have no agreed meaning, so no backend but a vendor's own can run them",
+}
+
 
 def operator_table() -> dict[Op, OperatorSupport]:
     """Per registered operator, its signatures (None for CONST and CONST_SHAPE: every type) and the
@@ -40,7 +53,12 @@ def descriptor() -> CapabilityDescriptor:
     """What every CUDA device advertises (one per process: it depends on no device)."""
     operators = operator_table()
     return CapabilityDescriptor(
-        target=TARGET, dtypes=signature_types(operators), operators=operators, max_rank=MAX_RANK, name=NAME
+        target=TARGET,
+        dtypes=signature_types(operators),
+        operators=operators,
+        max_rank=MAX_RANK,
+        name=NAME,
+        refusals=REFUSALS,
     )
 
 

@@ -55,6 +55,20 @@ INTEGER_OR_BOOL = frozenset({DType.BOOL, DType.INT4, DType.INT8, DType.INT16, DT
 _PRO_FP = Target.of(profiles=["pro-fp"], level="8k").enabled
 
 
+_CONTROL_FLOW = (
+    "control flow is not run on Vulkan: a program is recorded as one command buffer of straight-line "
+    "dispatches; run it on cpu"
+)
+REFUSALS = {
+    Op.COND_IF: _CONTROL_FLOW,
+    Op.WHILE_LOOP: _CONTROL_FLOW,
+    Op.FFT2D: "FFT is not offered on Vulkan (EXT-FFT is not in this backend's target); run it on cpu",
+    Op.RFFT2D: "FFT is not offered on Vulkan (EXT-FFT is not in this backend's target); run it on cpu",
+    Op.VARIABLE: "variables are not offered on Vulkan (EXT-VARIABLE); run the program on cpu",
+    Op.CUSTOM: "CUSTOM operators have no agreed meaning, so no backend but a vendor's own can run them",
+}
+
+
 def _types(sig: Signature) -> frozenset[DType]:
     return frozenset(dt for _, dt in sig.types)
 
@@ -137,4 +151,5 @@ def _descriptor(
         max_rank=MAX_RANK,
         max_tensor_bytes=limits.max_storage_buffer_range,
         name=name,
+        refusals=REFUSALS,
     )
