@@ -208,6 +208,47 @@ def generate_reference(
     return tokens[len(prompt) :], logits, time.perf_counter() - start
 
 
+def torch_rms_norm(x: Any, weight: Any) -> Any:
+    """RMSNorm over the last axis, in torch."""
+    import torch
+
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * weight
+
+
+def torch_qkv(cfg: Config, w: dict[str, Any], i: int, x: Any, cos: Any, sin: Any) -> tuple[Any, Any, Any]:
+    """Layer ``i``'s queries, keys and values in torch, [N, S, D] each, for ``x`` [S, H] (or one token, [H]) at
+    the positions whose rotary ``cos`` / ``sin`` are given ([S, D], or [D] for one token)."""
+    import torch
+
+    n, d = cfg.heads, cfg.head_dim
+
+    def heads(t: Any) -> Any:
+        return t.reshape(-1, n, d).transpose(0, 1)
+
+    def rope(t: Any) -> Any:
+        return t * cos + torch.cat([-t[..., d // 2 :], t[..., : d // 2]], dim=-1) * sin
+
+    y = torch_rms_norm(x, w[f"{i}.norm1"])
+    return rope(heads(y @ w[f"{i}.wq"])), rope(heads(y @ w[f"{i}.wk"])), heads(y @ w[f"{i}.wv"])
+
+
+def torch_attend_mlp(
+    cfg: Config, w: dict[str, Any], i: int, x: Any, q: Any, keys: Any, values: Any, mask: Any = None
+) -> Any:
+    """The rest of layer ``i`` in torch: attention of ``q`` [N, S, D] over ``keys`` / ``values`` [N, T, D] (the
+    cache's rows and the new ones; ``mask`` [S, T], added to the scores, hides rows), the output projection,
+    RMSNorm, the SwiGLU MLP and both residuals. Returns the layer's output, [S, H]."""
+    import torch
+
+    scores = q @ keys.transpose(1, 2) / cfg.head_dim**0.5
+    if mask is not None:
+        scores = scores + mask
+    attn = (torch.softmax(scores, dim=-1) @ values).transpose(0, 1).reshape(-1, cfg.hidden)
+    x = x + attn @ w[f"{i}.wo"]
+    y = torch_rms_norm(x, w[f"{i}.norm2"])
+    return x + (torch.nn.functional.silu(y @ w[f"{i}.w1"]) * (y @ w[f"{i}.w3"])) @ w[f"{i}.w2"]
+
+
 def torch_tokens_per_second(cfg: Config, weights: dict[str, np.ndarray], prompt: list[int], steps: int) -> float | None:
     """The same model in torch (eager, on the CPU), when torch is installed: tokens/s, else None."""
     try:
@@ -215,29 +256,16 @@ def torch_tokens_per_second(cfg: Config, weights: dict[str, np.ndarray], prompt:
     except ImportError:
         return None
     w = {k: torch.from_numpy(v) for k, v in weights.items()}
-    n, d = cfg.heads, cfg.head_dim
-
-    def rms_norm(x, weight):
-        return x * torch.rsqrt((x * x).mean() + EPS) * weight
 
     def step(caches, token, pos):
         cos, sin = (torch.from_numpy(a) for a in rotary(cfg, pos))
-
-        def rope(x):
-            return x * cos + torch.cat([-x[:, d // 2 :], x[:, : d // 2]], dim=1) * sin
-
-        x = w["embed"][token]
+        x = w["embed"][token][None]  # [1, H]: one token
         for i in range(cfg.layers):
             k_cache, v_cache = caches[2 * i], caches[2 * i + 1]
-            y = rms_norm(x, w[f"{i}.norm1"])
-            q = rope((y @ w[f"{i}.wq"]).reshape(n, d))
-            k_cache[:, pos] = rope((y @ w[f"{i}.wk"]).reshape(n, d))
-            v_cache[:, pos] = (y @ w[f"{i}.wv"]).reshape(n, d)
-            p = torch.softmax(torch.einsum("nd,ntd->nt", q, k_cache[:, : pos + 1]) / d**0.5, dim=1)
-            x = x + torch.einsum("nt,ntd->nd", p, v_cache[:, : pos + 1]).reshape(-1) @ w[f"{i}.wo"]
-            y = rms_norm(x, w[f"{i}.norm2"])
-            x = x + (torch.nn.functional.silu(y @ w[f"{i}.w1"]) * (y @ w[f"{i}.w3"])) @ w[f"{i}.w2"]
-        return (rms_norm(x, w["norm"]) @ w["head"]).numpy()
+            q, k, v = torch_qkv(cfg, w, i, x, cos, sin)
+            k_cache[:, pos : pos + 1], v_cache[:, pos : pos + 1] = k, v
+            x = torch_attend_mlp(cfg, w, i, x, q, k_cache[:, : pos + 1], v_cache[:, : pos + 1])
+        return (torch_rms_norm(x, w["norm"]) @ w["head"])[0].numpy()
 
     with torch.inference_mode():
         zeros = lambda: torch.zeros(cfg.heads, cfg.max_len, cfg.head_dim)  # noqa: E731
