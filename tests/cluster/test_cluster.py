@@ -1,7 +1,8 @@
 """ironaccel.cluster on a three-node local Ray cluster: each node advertises different device resources (the
 head ironaccel_cpu only, one node a Vulkan device as well, which lavapipe runs here, and one node more CPU
 replicas); pools are placed by those resources, map every input to exactly one output in order, survive a
-replica killed or a device lost mid-map, and give every resource back when closed.
+replica killed, a device lost or a node lost mid-map by starting replacements (within their bound), and
+give every resource back when closed.
 
 Ray is kept small: one CPU and an 80 MB object store per node, no dashboard, and every address on the
 loopback interface."""
@@ -39,6 +40,9 @@ from ironaccel.tosa import ProgramBuilder  # noqa: E402
 
 MODEL = str(resources.files("ironaccel").joinpath("models", "cnn_fp32.tosa"))
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+# A node whose raylet is gone is declared dead after three missed health checks a second apart (Ray's
+# default takes about 15 s); a raylet that is merely slow still has ten seconds to answer each check.
+HEALTH = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 # The Vulkan node's replica runs on lavapipe: its sums may round differently from the CPU backend's.
 ATOL = 1e-5
 
@@ -61,7 +65,12 @@ def cluster():
     made = cluster_utils.Cluster(
         initialize_head=True,
         connect=False,
-        head_node_args={**NODE, "include_dashboard": False, "resources": {"ironaccel_cpu": 1}},
+        head_node_args={
+            **NODE,
+            "include_dashboard": False,
+            "resources": {"ironaccel_cpu": 1},
+            "_system_config": HEALTH,
+        },
     )
     gpu = {"ironaccel_vulkan": 1} if VULKAN else {}
     vulkan_node = made.add_node(**NODE, resources={"ironaccel_cpu": 1, **gpu})
@@ -189,7 +198,7 @@ def test_unordered_map_yields_each_output_once(cluster):
     assert seen == list(range(100))
 
 
-def test_a_replica_killed_mid_map_loses_nothing(cluster, inputs, expected):
+def test_a_replica_killed_mid_map_loses_nothing_and_is_replaced(cluster, inputs, expected):
     with Pool(MODEL, device="cpu", replicas=3) as pool:
         victim = pool.actors[1]
         got = []
@@ -202,36 +211,110 @@ def test_a_replica_killed_mid_map_loses_nothing(cluster, inputs, expected):
             got.extend(stream)
         _same(got, expected)
         [failure] = pool.failures
-        assert failure.replica == 1 and "killed" in failure.reason
-        assert len(pool.live) == 2
+        assert failure.replica == 1 and "killed" in failure.reason and failure.replacement == 3
+        assert len(failure.retried_inputs) == failure.retried
+        assert all(30 <= p < len(inputs) for p in failure.retried_inputs)
+        assert [r["replica"] for r in pool.wait_for_replacements()] == [0, 2, 3]
+        assert failure.replacement_status == "running"
         assert any(issubclass(w.category, ReplicaFailed) for w in caught)
 
 
-def test_a_lost_device_retires_its_replica(cluster, inputs, expected):
+def test_a_lost_device_is_not_handed_to_its_replacement(cluster, inputs, expected):
     with Pool(MODEL, device="cpu", replicas=2) as pool:
+        lost = pool.live[0]
         ray.get(pool.actors[0].lose_device.remote("the driver was reset"))
         with pytest.warns(ReplicaFailed, match="device lost"):
             got = list(pool.map(inputs[:40]))
         _same(got, expected[:40])
         [failure] = pool.failures
         assert failure.replica == 0 and "the driver was reset" in failure.reason and failure.retried >= 1
-        assert [r["replica"] for r in pool.live] == [1]
+        live = pool.wait_for_replacements()
+        assert [r["replica"] for r in live] == [1, 2] and failure.replacement == 2
+        # The failed replica keeps its Ray resource and its core's slot until the pool closes, so its
+        # replacement runs on another node or another core, never on the lost one.
+        assert (live[1]["node"], live[1]["affinity"]) != (lost["node"], lost["affinity"])
+        _same(list(pool.map(inputs[:8])), expected[:8])
+        released = pool.close()
+    assert set(released) == {0, 1, 2} and not any(v for left in released.values() for v in left.values())
 
 
-def test_a_pool_without_replicas_says_so(cluster, inputs):
-    with Pool(MODEL, device="cpu", replicas=1) as pool:
+def test_replacements_are_bounded_and_an_empty_pool_names_what_is_not_done(cluster):
+    xs = [np.full(4, i, np.float32) for i in range(60)]
+    with Pool(_plus_one(), device="cpu", replicas=2, max_replacements=1) as pool:
+        for actor in pool.actors:
+            ray.kill(actor)
+        with pytest.warns(ReplicaFailed):
+            got = [int(out[0][0]) - 1 for out in pool.map(xs[:30], max_in_flight=4)]
+        assert got == list(range(30))
+        first, second = sorted(pool.failures, key=lambda f: f.replacement is None)
+        assert {first.replica, second.replica} == {0, 1}
+        assert first.replacement == 2 and first.replacement_status == "running"
+        assert second.replacement is None and "max_replacements=1" in second.replacement_status
+        assert [r["replica"] for r in pool.live] == [2] and pool.replacements == 1
+        # The bound is spent: when the last replica goes, map says what did and did not finish.
         ray.kill(pool.actors[0])
-        with pytest.warns(ReplicaFailed), pytest.raises(PoolExhausted, match="every replica"):
-            list(pool.map(inputs[:10]))
+        yielded = []
+        with pytest.warns(ReplicaFailed), pytest.raises(PoolExhausted, match="no replica of the pool is left") as info:
+            for out in pool.map(xs, max_in_flight=4):
+                yielded.append(int(out[0][0]) - 1)
+    error = info.value
+    assert [f.replica for f in error.failures] == [f.replica for f in pool.failures] and len(error.failures) == 3
+    assert yielded == list(range(len(yielded))) and 0 < error.not_taken_from <= len(xs)
+    assert not set(yielded) & set(error.not_done)
+    assert sorted([*yielded, *error.not_done]) == list(range(error.not_taken_from))
+    assert "not done" in str(error) and "replica 2" in str(error)
 
 
 def test_closing_gives_every_resource_back(cluster):
     pools = [Pool(MODEL, device="cpu", replicas=2), Pool(_plus_one(), device="auto", replicas=1)]
     assert _settled(timeout=0) != {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
     for pool in pools:
-        pool.close()
-        pool.close()
+        live = {r["replica"] for r in pool.live}
+        released = pool.close()
+        assert pool.close() is released
+        # Each replica's device holds nothing once closed: no context, queue, program or buffer left.
+        assert set(released) == live and all(not any(left.values()) for left in released.values()), released
     assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
+
+
+def test_a_node_lost_mid_map_is_replaced_on_a_surviving_node(cluster):
+    spare = cluster.add_node(**NODE, resources={"ironaccel_cpu": 1}, labels={"ironaccel/role": "spare"})
+    cluster.wait_for_nodes()
+    wide = cluster.nodes["wide"]
+    both = {"ironaccel/role": "in(wide,spare)"}
+    # One of the wide node's two slots is held while the pool starts, so its two replicas take one slot on
+    # each node; once released, that slot is where a replacement can go.
+    with Pool(_plus_one(), device="cpu", replicas=1, label_selector={"ironaccel/role": "wide"}):
+        pool = Pool(_plus_one(), device="cpu", replicas=2, label_selector=both)
+    xs = [np.full(4, i, np.float32) for i in range(3000)]
+    running_at: list[int] = []
+
+    def feed():
+        for i, x in enumerate(xs):
+            if i == 20:
+                cluster.remove_node(spare, allow_graceful=False)
+            elif i > 20:
+                # Paced, so that the map is still going when the replacement is up; it ends 40 inputs later.
+                time.sleep(0.005)
+                if not running_at and pool.failures and pool.failures[0].replacement_status == "running":
+                    running_at.append(i)
+                if running_at and i >= running_at[0] + 40:
+                    return
+            yield x
+
+    with pool:
+        lost = next(r["replica"] for r in pool.live if r["node"] == spare.node_id)
+        assert {r["node"] for r in pool.live} == {wide, spare.node_id}
+        with pytest.warns(ReplicaFailed):
+            got = [int(out[0][0]) - 1 for out in pool.map(feed(), max_in_flight=4)]
+        assert running_at, pool.failures
+        assert got == list(range(len(got)))
+        [failure] = pool.failures
+        assert failure.replica == lost and failure.node == spare.node_id and failure.replacement == 2
+        assert {r["replica"]: r["node"] for r in pool.live} == {1 - lost: wide, 2: wide}
+        assert {s["replica"]: s["items"] > 0 for s in pool.stats()} == {1 - lost: True, 2: True}
+        released = pool.close()
+    assert set(released) == {1 - lost, 2} and all(not any(left.values()) for left in released.values())
 
 
 def test_the_predictor_runs_each_row_of_a_batch(inputs, expected):

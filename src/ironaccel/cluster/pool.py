@@ -9,7 +9,10 @@ numpy arrays come back as zero-copy, read-only views of the store.
 Faults lose nothing: when a replica dies (its process killed, its node gone) or loses its device, every
 batch it had in flight runs again on another replica, each input still yields exactly one output, in order
 when asked, and the failure is recorded in :attr:`Pool.failures` and announced as a
-:class:`ReplicaFailed` warning. A replica is never restarted in place: a lost device is not tried again.
+:class:`ReplicaFailed` warning. A replica is never restarted in place (a lost device is not tried again);
+a replacement is started with the same resource request instead, up to ``max_replacements``, and takes
+work as soon as it is up (see :mod:`.fleet`). When no replica is left, ``map`` raises
+:class:`PoolExhausted` naming the failures and every input that did not finish.
 """
 
 from __future__ import annotations
@@ -18,56 +21,30 @@ import collections
 import dataclasses
 import itertools
 import math
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..core.errors import DeadlineExpired, InvalidArgument, IronAccelError, Unsupported
-from .replica import Replica, ReplicaLost, check_threads, pack_program
+from ..core.errors import DeadlineExpired, InvalidArgument, Unsupported
+from .failures import PoolExhausted, ReplicaFailure, replica_errors
+from .fleet import STARTING, Fleet
+from .replica import ReplicaLost, check_threads, pack_program
 from .resources import advertised, resource_name
 
 PER_DEVICE = "per-device"
-_CLOSE_WAIT_S = 10.0  # a replica gets this long to close its device before it is killed
-
-
-class PoolExhausted(IronAccelError):
-    """Work is left and no replica is: every one failed, or one input failed on too many replicas."""
-
-
-class ReplicaFailed(RuntimeWarning):
-    """A replica of a pool failed; its inputs were run again on the others (see ``Pool.failures``)."""
-
-
-@dataclasses.dataclass
-class ReplicaFailure:
-    """One replica's failure: which, where, why, and how many inputs it had in flight (run again elsewhere)."""
-
-    replica: int
-    device: str
-    node: str
-    reason: str
-    retried: int = 0
-
-
-@dataclasses.dataclass
-class _Replica:
-    index: int
-    backend: str
-    device: str
-    actor: Any
-    node: str = "?"
-    info: dict[str, Any] = dataclasses.field(default_factory=dict)
-    in_flight: int = 0
-    alive: bool = True
 
 
 @dataclasses.dataclass
 class _Batch:
     index: int
+    first: int  # the position of its first input in the map's input stream
     ref: Any  # the inputs in the object store
     size: int
     attempts: int = 0
     replica: int = -1
+
+    @property
+    def positions(self) -> range:
+        return range(self.first, self.first + self.size)
 
 
 def plan(device: str, replicas: int | str, per_replica: float, resources: dict[str, Any]) -> list[tuple[str, str]]:
@@ -120,7 +97,10 @@ class Pool:
     must have (``{"ironaccel/cuda-0-tier": "datacenter"}``). ``retries``: how many replicas one batch may be
     tried on before :class:`PoolExhausted`. ``start_timeout``: seconds to wait for every replica to open its
     device and compile; replicas that fail to start are reported like any failure, and the pool fails only
-    when none starts.
+    when none starts. ``max_replacements``: how many replacement replicas the pool may start over its life
+    for replicas that failed (default: the replica count; 0: never, the pool only shrinks).
+    ``replace_timeout``: seconds a replacement gets to be placed and ready before the pool gives it up and
+    goes on with the replicas it has.
     """
 
     def __init__(
@@ -134,23 +114,26 @@ class Pool:
         label_selector: dict[str, str] | None = None,
         retries: int = 3,
         start_timeout: float = 120.0,
+        max_replacements: int | None = None,
+        replace_timeout: float = 60.0,
     ) -> None:
         import ray
 
         if not ray.is_initialized():
             raise InvalidArgument("connect to a Ray cluster first: ray.init(address=...)")
+        chosen = plan(device, replicas, per_replica, ray.cluster_resources())
+        bound = len(chosen) if max_replacements is None else max_replacements
+        if not isinstance(bound, int) or isinstance(bound, bool) or bound < 0:
+            raise InvalidArgument(f"max_replacements must be an int >= 0 or None, got {max_replacements!r}")
+        if not isinstance(replace_timeout, int | float) or not replace_timeout > 0:
+            raise InvalidArgument(f"replace_timeout must be a positive number of seconds, got {replace_timeout!r}")
         self._ray = ray
         self.retries = retries
-        self.failures: list[ReplicaFailure] = []
-        self._replicas: list[_Replica] = []
-        self._closed = False
-        self._turn = itertools.count()
-        chosen = plan(device, replicas, per_replica, ray.cluster_resources())
         payload, metadata = pack_program(program)
-        program_ref = ray.put(payload)
         share = max(1, round(1 / per_replica)) if per_replica < 1 else 1
-        remote = ray.remote(Replica)
-        for index, (backend, spec) in enumerate(chosen):
+        args = (ray.put(payload), metadata, check_threads(threads), share)
+        self._fleet = Fleet(ray, args, bound, float(replace_timeout))
+        for backend, spec in chosen:
             options: dict[str, Any] = {
                 "num_cpus": 0,
                 "resources": {resource_name(backend): per_replica},
@@ -159,26 +142,19 @@ class Pool:
             }
             if label_selector:
                 options["label_selector"] = label_selector
-            actor = remote.options(**options).remote(program_ref, metadata, spec, check_threads(threads), share)
-            self._replicas.append(_Replica(index, backend, spec, actor))
+            self._fleet.spawn(backend, spec, options)
         self._start(start_timeout)
 
     # ---- starting and stopping -----------------------------------------------------------------------
 
     def _start(self, timeout: float) -> None:
-        ray = self._ray
-        asked = {r.actor.describe.remote(): r for r in self._replicas}
-        ready, waiting = ray.wait(list(asked), num_returns=len(asked), timeout=timeout)
+        fleet = self._fleet
+        asked = {m.ready: m for m in fleet.members}
+        ready, waiting = self._ray.wait(list(asked), num_returns=len(asked), timeout=timeout)
         first_error: BaseException | None = None
         for ref in ready:
-            replica = asked[ref]
-            try:
-                replica.info = ray.get(ref)
-                replica.node = replica.info["node"]
-                replica.device = replica.info["device"]
-            except Exception as exc:  # noqa: BLE001 - a replica that cannot start is a failure, reported
-                first_error = first_error or exc
-                self._retire(replica, f"did not start: {_reason(exc)}")
+            error = fleet.started(asked[ref])
+            first_error = first_error or error
         if waiting:
             names = sorted({resource_name(asked[ref].backend) for ref in waiting})
             self.close()
@@ -186,24 +162,16 @@ class Pool:
                 f"{len(waiting)} of {len(asked)} replicas were not placed and ready within {timeout:g} s: the"
                 f" cluster has no free {' / '.join(names)} for them (another pool holds it, or no node offers it)"
             )
-        if not self.live:
+        if not fleet.live():
             self.close()
             assert first_error is not None
             raise first_error
 
-    def close(self) -> None:
-        """Close every replica's device and end its actor; Ray's resources are free again once they have
-        exited (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        ray = self._ray
-        closing = [r.actor.close.remote() for r in self._replicas if r.alive]
-        if closing:
-            ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_WAIT_S)
-        for replica in self._replicas:
-            replica.alive = False
-            ray.kill(replica.actor, no_restart=True)
+    def close(self) -> dict[int, dict[str, int]]:
+        """Close every replica's device and end its actor (replacements still starting too); Ray's resources
+        are free again once they have exited. Returns each closed replica's device ``live_resources()`` after
+        its close, by replica index: all zero when the replica left nothing open. Idempotent."""
+        return self._fleet.close()
 
     def __enter__(self) -> Pool:
         return self
@@ -214,25 +182,50 @@ class Pool:
     # ---- what it holds -------------------------------------------------------------------------------
 
     @property
+    def failures(self) -> list[ReplicaFailure]:
+        """Every replica failure so far, in order: which replica, why, what it had in flight, and its
+        replacement (see :class:`ReplicaFailure`)."""
+        return self._fleet.failures
+
+    @property
+    def max_replacements(self) -> int:
+        return self._fleet.max_replacements
+
+    @property
+    def replacements(self) -> int:
+        """How many replacement replicas the pool has started (placed or not)."""
+        return self._fleet.replacements
+
+    @property
     def live(self) -> list[dict[str, Any]]:
-        """Each running replica: index, backend, device id, node, and what it reported at start."""
+        """Each running replica: index, backend, device id, node, and what it reported at start (replacements
+        that have come up since the last look are taken in first)."""
+        if not self._fleet.closed:
+            self._fleet.poll()
         return [
-            {"replica": r.index, "backend": r.backend, "device": r.device, "node": r.node, **r.info}
-            for r in self._replicas
-            if r.alive
+            {"replica": m.index, "backend": m.backend, "device": m.device, "node": m.node, **m.info}
+            for m in self._fleet.live()
         ]
 
     @property
     def actors(self) -> list[Any]:
         """The Ray actor handles of the running replicas, in replica order."""
-        return [r.actor for r in self._replicas if r.alive]
+        return [m.actor for m in self._fleet.live()]
+
+    def wait_for_replacements(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Wait until every replacement still starting is up or given up (``timeout``: at most this long, and
+        never past a replacement's own ``replace_timeout``); then :attr:`live`."""
+        due = self._fleet.next_deadline()
+        if due is not None:
+            self._fleet.poll(due if timeout is None else min(timeout, due))
+        return self.live
 
     def stats(self) -> list[dict[str, Any]]:
         """Each running replica's items run and seconds spent in the program's calls."""
-        live = [r for r in self._replicas if r.alive]
+        live = self._fleet.live()
         return [
-            {"replica": r.index, "device": r.device, **s}
-            for r, s in zip(live, self._ray.get([r.actor.stats.remote() for r in live]), strict=True)
+            {"replica": m.index, "device": m.device, **s}
+            for m, s in zip(live, self._ray.get([m.actor.stats.remote() for m in live]), strict=True)
         ]
 
     # ---- work ----------------------------------------------------------------------------------------
@@ -248,8 +241,9 @@ class Pool:
         ``ordered``, else as they finish. Inputs are taken from ``inputs`` only as room frees up:
         ``batch_size`` inputs go to a replica in one call, and at most ``max_in_flight`` batches (default twice
         the replicas) are sent or waiting to be yielded at once. Output arrays are read-only views of Ray's
-        object store. An error an input raises in the program (a wrong shape) is raised here."""
-        if self._closed:
+        object store. An error an input raises in the program (a wrong shape) is raised here; when no replica
+        is left (and none is starting), :class:`PoolExhausted` lists the failures and the inputs not done."""
+        if self._fleet.closed:
             raise InvalidArgument("the pool was closed")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgument(f"batch_size must be a positive int, got {batch_size!r}")
@@ -259,93 +253,67 @@ class Pool:
         return self._map(iter(inputs), ordered, window, batch_size)
 
     def _map(self, source: Iterator[Any], ordered: bool, window: int, batch_size: int) -> Iterator[list[Any]]:
-        ray = self._ray
+        ray, fleet = self._ray, self._fleet
+        errors = (ReplicaLost, *replica_errors(ray))
         pending: dict[Any, _Batch] = {}
         again: collections.deque[_Batch] = collections.deque()
-        done: dict[int, list[list[Any]]] = {}
+        done: dict[int, tuple[_Batch, list[list[Any]]]] = {}
         numbers = itertools.count()
-        next_out = 0
+        taken = next_out = 0
         exhausted = False
+
+        def stuck(message: str, *extra: _Batch) -> PoolExhausted:
+            left = [*pending.values(), *again, *(b for b, _ in done.values()), *extra]
+            return PoolExhausted(message, fleet.failures, [p for b in left for p in b.positions], taken)
+
         while True:
-            while len(pending) + len(done) < window:
+            while len(pending) + len(done) < window and (again or not exhausted):
+                if not fleet.live():
+                    if fleet.starting():
+                        break  # a replacement is on its way: wait for it
+                    raise stuck(
+                        f"no replica of the pool is left: {len(fleet.failures)} failure(s), {fleet.replacements}"
+                        f" replacement(s) started of max_replacements={fleet.max_replacements}"
+                    )
                 if again:
                     batch = again.popleft()
-                elif not exhausted:
+                    if batch.attempts > self.retries:
+                        raise stuck(f"batch {batch.index} failed on {batch.attempts} replicas", batch)
+                else:
                     items = list(itertools.islice(source, batch_size))
                     if not items:
                         exhausted = True
                         continue
-                    batch = _Batch(next(numbers), ray.put(items), len(items))
-                else:
-                    break
-                pending[self._send(batch)] = batch
-            if not pending:
+                    batch = _Batch(next(numbers), taken, ray.put(items), len(items))
+                    taken += len(items)
+                member = fleet.choose()
+                batch.attempts += 1
+                batch.replica = member.index
+                member.in_flight += 1
+                pending[member.actor.run.remote(batch.ref)] = batch
+            if not pending and not again and exhausted:
                 break
-            [ref], _ = ray.wait(list(pending), num_returns=1)
-            batch = pending.pop(ref)
-            replica = self._replicas[batch.replica]
-            replica.in_flight -= 1
+            starting = {m.ready: m for m in fleet.starting()}
+            # Replacements first: ray.wait returns ready refs in the order given.
+            ready, _ = ray.wait([*starting, *pending], num_returns=1, timeout=fleet.next_deadline())
+            fleet.expire()
+            if not ready or ready[0] in starting:
+                if ready and starting[ready[0]].state == STARTING:  # not given up by expire() meanwhile
+                    fleet.started(starting[ready[0]])
+                continue
+            batch = pending.pop(ready[0])
+            member = fleet.members[batch.replica]
+            member.in_flight -= 1
             try:
-                outputs = ray.get(ref)
-            except (ReplicaLost, *_replica_errors(ray)) as exc:
-                self._failed(replica, exc, batch)
+                outputs = ray.get(ready[0])
+            except errors as exc:
+                fleet.failed(member, exc, batch.positions)
                 again.append(batch)
                 continue
             if not ordered:
                 yield from outputs
                 continue
-            done[batch.index] = outputs
+            done[batch.index] = (batch, outputs)
             while next_out in done:
-                yield from done.pop(next_out)
+                yield from done.pop(next_out)[1]
                 next_out += 1
-
-    def _send(self, batch: _Batch) -> Any:
-        live = [r for r in self._replicas if r.alive]
-        if not live:
-            raise PoolExhausted(
-                f"every replica of the pool has failed; {len(self.failures)} failure(s): "
-                + "; ".join(f"replica {f.replica} ({f.device} on {f.node}): {f.reason}" for f in self.failures)
-            )
-        if batch.attempts > self.retries:
-            raise PoolExhausted(
-                f"a batch of {batch.size} input(s) (batch {batch.index}) failed on {batch.attempts} replicas; the last"
-                f" failure: {self.failures[-1].reason if self.failures else 'unknown'}"
-            )
-        turn = next(self._turn)
-        replica = min(live, key=lambda r: (r.in_flight, (r.index - turn) % len(self._replicas)))
-        batch.attempts += 1
-        batch.replica = replica.index
-        replica.in_flight += 1
-        return replica.actor.run.remote(batch.ref)
-
-    def _failed(self, replica: _Replica, exc: BaseException, batch: _Batch) -> None:
-        if replica.alive:
-            self._retire(replica, _reason(exc))
-        failure = next((f for f in reversed(self.failures) if f.replica == replica.index), None)
-        if failure is not None:
-            failure.retried += batch.size
-
-    def _retire(self, replica: _Replica, reason: str) -> None:
-        replica.alive = False
-        self.failures.append(ReplicaFailure(replica.index, replica.device, replica.node, reason))
-        warnings.warn(
-            f"replica {replica.index} ({replica.device} on node {replica.node[:12]}) failed and was retired: {reason};"
-            " its inputs run on the other replicas",
-            ReplicaFailed,
-            stacklevel=4,
-        )
-        # Never restarted in place: a lost device must not be tried again, and a killed process stays gone.
-        self._ray.kill(replica.actor, no_restart=True)
-
-
-def _replica_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's errors for a replica that is gone: its actor died or is unreachable, its worker crashed, or the
-    output it made was lost with its node."""
-    e = ray.exceptions
-    return (e.RayActorError, e.WorkerCrashedError, e.ObjectLostError, e.NodeDiedError)
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in reversed(text) if line.strip()), type(exc).__name__) if text else type(exc).__name__
-    return f"{type(exc).__name__}: {first.strip()[:300]}"

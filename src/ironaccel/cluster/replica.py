@@ -4,7 +4,9 @@ batches of inputs on it.
 The program travels as bytes (a path is read on the driver, with its ``.json`` sidecar, so no node needs the
 file); a ``tosa.Program`` is written to bytes the same way; other sources (an NVFP4 projection) travel as
 Python objects. A replica whose device is lost (``DeviceLost``) closes it and answers every later call with
-:class:`ReplicaLost`: the pool retires it and runs its inputs elsewhere, never again on that device.
+:class:`ReplicaLost`: the pool retires it and runs its inputs elsewhere, never again on that device. It keeps
+its slot on the node until :meth:`Replica.close`, so a replacement placed on the same node claims another
+device rather than the lost one.
 """
 
 from __future__ import annotations
@@ -94,7 +96,9 @@ class Replica:
         started = time.perf_counter()
         self.device_id = device
         self.node = node_id()
+        self._accelerator: Any = None
         self._dev, self._claim, self.device_id = open_device(device, threads, per_device)
+        self._accelerator = getattr(self._dev, "accelerator", None)
         try:
             self._exe = self._dev.compile(payload, metadata=metadata)
         except BaseException:
@@ -134,7 +138,7 @@ class Replica:
                 out.append(self.call(item))
         except DeviceLost as exc:
             self._lost = f"{self.device_id} on node {self.node}: device lost: {exc}"
-            self.close()
+            self._close_device()  # the slot stays held: the lost device is not handed to a replacement
             raise ReplicaLost(self._lost) from None
         self.items += len(items)
         self.busy_s += time.perf_counter() - started
@@ -161,16 +165,22 @@ class Replica:
 
         self._exe = _Lost(exe, lost)
 
-    def close(self) -> None:
-        """Close the executable and the device and free the slot (idempotent)."""
-        dev, self._dev = getattr(self, "_dev", None), _Closed()
+    def close(self) -> dict[str, int]:
+        """Close the executable and the device and free the slot (idempotent). Returns the device's
+        ``live_resources()`` afterwards: all zero when nothing was left open."""
         try:
-            if dev is not None and not isinstance(dev, _Closed):
-                dev.close()
+            self._close_device()
         finally:
             claim = getattr(self, "_claim", None)
             if claim is not None:
                 claim.release()
+        accelerator = getattr(self, "_accelerator", None)
+        return dict(accelerator.live_resources()) if accelerator is not None else {}
+
+    def _close_device(self) -> None:
+        dev, self._dev = getattr(self, "_dev", None), _Closed()
+        if dev is not None and not isinstance(dev, _Closed):
+            dev.close()
 
 
 class _Lost:
