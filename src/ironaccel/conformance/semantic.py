@@ -19,7 +19,12 @@ import traceback
 from collections.abc import Callable, Iterable
 
 from ..runtime import Accelerator
-from . import semantic_cases_arrays, semantic_cases_objects, semantic_cases_work  # noqa: F401 - each registers its cases
+from . import (  # noqa: F401 - each registers its cases
+    semantic_cases_arrays,
+    semantic_cases_objects,
+    semantic_cases_reset,
+    semantic_cases_work,
+)
 from .semantic_fixtures import (
     CASES,
     IO,

@@ -13,6 +13,9 @@ Design choices:
 5. Failures say who owns what: SubmitRejected / SubmitIndeterminate, ReleaseRejected /
    ReleaseIndeterminate (which poisons the instance).
 6. The only copies are ``write_buffer`` and ``read_buffer``; bindings use buffers in place.
+7. ``reset_context`` ends a context's work and releases all it holds in a bounded time; what running work
+   still pins is quarantined (stale, counted) until that work ends. A run that ends past its deadline
+   ends FAILED with DeadlineExpired on every backend.
 """
 
 from .accelerator import Accelerator, BoundRange
@@ -21,6 +24,7 @@ from .errors import ReleaseIndeterminate, ReleaseRejected, SubmitIndeterminate, 
 from .event import EventCore, EventState
 from .gate import HostGate
 from .handles import Buffer, Context, Event, Prepared, Program, Queue
+from .reset import ContextReset
 from .session import Device, Executable, Run, compile_and_run, open_device
 from .spec import TensorSpec
 from .types import (
@@ -49,6 +53,7 @@ __all__ = [
     "BufferInfo",
     "BufferUsage",
     "Context",
+    "ContextReset",
     "Device",
     "DeviceArray",
     "DeviceQuantizedWeights",

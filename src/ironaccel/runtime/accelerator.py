@@ -21,7 +21,8 @@ class per concept, each in its own module (ADR 0029):
 - :mod:`.programs`: ``load_program``, ``unload_program``;
 - :mod:`.submission`: ``submit``, host gates and the event methods;
 - :mod:`.prepared`: prepared submissions (``prepare``, ``launch``, ``poll_launch``, ...);
-- :mod:`.direct`: direct runs on the caller's arrays, outside every queue (``run_direct``, ``start_direct``).
+- :mod:`.direct`: direct runs on the caller's arrays, outside every queue (``run_direct``, ``start_direct``);
+- :mod:`.reset`: ``reset_context``, which ends a context's work and releases everything it holds.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .handles import Buffer, Context, Queue
 from .prepared import PreparedSubmissions
 from .programs import Programs
 from .records import Record
+from .reset import ContextReset, Resets
 from .submission import Submission
 from .types import BufferDesc, BufferUsage, Quota
 
@@ -56,7 +58,7 @@ _TRANSFER_SOURCE = int(BufferUsage.TRANSFER_SOURCE)
 _TRANSFER_DESTINATION = int(BufferUsage.TRANSFER_DESTINATION)
 
 
-class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
+class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns, Resets):
     """Base of every execution backend. Subclasses implement the hooks of :class:`~.hooks.BackendHooks`.
 
     Thread safety: every public operation is safe from any thread, on any objects. Checks and
@@ -90,7 +92,10 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
             children = [r for r in self._objects.values() if r.context is ctx]
             if children:
                 raise ReleaseRejected(Busy(f"context still holds {len(children)} object(s)"), ctx)
+            if ctx in self._resetting:
+                raise ReleaseRejected(Busy(f"{ctx!r} is being reset"), ctx)
             self._release(rec, self._destroy_context)
+            self._gates.pop(ctx, None)
 
     # ---- buffers ------------------------------------------------------------------------------
     def allocate_buffer(self, ctx: Context, desc: BufferDesc) -> Buffer:
@@ -100,6 +105,8 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
         with self._lock:
             self._check_alive()
             crec = self._record(ctx, Context)
+            if self._resetting:
+                self._refuse(ctx)
             info = self.device_info()
             if desc.domain not in info.domains:
                 raise Unsupported(f"memory domain {desc.domain.name} is not offered by {info.name}")
@@ -186,6 +193,8 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
         with self._lock:
             self._check_alive()
             crec = self._record(ctx, Context)
+            if self._resetting:
+                self._refuse(ctx)
             self._limit(ctx, Queue, self.device_info().limits.max_queues_per_context)
             native = self._create_queue(crec.native)
             q = Queue(self, self._ids.new(), ctx)
@@ -201,4 +210,4 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns):
             self._release(rec, self._destroy_queue)
 
 
-__all__ = ["Accelerator", "BoundRange", "DirectRun", "InternalError"]
+__all__ = ["Accelerator", "BoundRange", "ContextReset", "DirectRun", "InternalError"]

@@ -51,6 +51,8 @@ class DirectRuns(Book):
         with self._lock:
             self._check_alive()
             rec = self._record(program, Program)
+            if self._resetting:
+                self._refuse(program.context)
             offer: DirectOffer | None = rec.extra
             if offer is None:
                 raise Unsupported(f"{program!r} cannot run directly on this backend; submit it")
@@ -72,6 +74,8 @@ class DirectRuns(Book):
         with self._lock:
             self._check_alive()
             rec = self._record(program, Program)
+            if self._resetting:
+                self._refuse(program.context)
             offer: DirectOffer | None = rec.extra
             if offer is None or offer.start is None:
                 raise Unsupported(f"{program!r} cannot start a direct run on this backend; submit it")
@@ -144,8 +148,11 @@ class DirectOffer:
         if len(inputs) != len(self.inputs):
             raise InvalidArgument(f"program takes {len(self.inputs)} inputs, got {len(inputs)}")
         for index, (array, (dtype, shape, strides)) in enumerate(zip(inputs, self.inputs, strict=True)):
-            if type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape or (
-                array.strides != strides and not array.flags.c_contiguous
+            if (
+                type(array) is not np.ndarray
+                or array.dtype != dtype
+                or array.shape != shape
+                or (array.strides != strides and not array.flags.c_contiguous)
             ):
                 self._refuse("input", index, array)
 

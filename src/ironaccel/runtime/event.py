@@ -10,6 +10,14 @@ operator, every loop iteration, and at bounded intervals inside native code) sta
 such a run is going wins at once: the event's outcome is decided (CANCELLED) even if the run then
 finishes before it looks, but its state stays PENDING until the run has stopped, so everything the
 work binds stays pinned while code may still touch it. Deadlines are enforced at the same checkpoints.
+
+Late completion: a run that ends past its deadline ends FAILED with DeadlineExpired, never COMPLETE,
+whether or not the backend could stop it (a Vulkan or CUDA run, once on the device, goes to its end);
+its outputs are not to be used. A finite timeout therefore always means what it says. The end of a run
+is known to the event where the backend completes it as it ends (its own thread); where completion is
+observed later (``observed``: a fence or a CUevent looked at by ``poll_event`` or ``wait``), the run may
+have ended long before anyone looked, so it is late only if it was seen still running after the deadline
+(:meth:`EventCore.seen_pending`, which the runtime's poll and wait call), never for being looked at late.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import time
 from collections.abc import Callable
 
 from ..core.errors import DeadlineExpired, IronAccelError
+
+LATE = "the work ended past its deadline; its outputs are not to be used"
 
 
 class RunCancelled(IronAccelError):
@@ -43,11 +53,13 @@ class EventCore:
 
     Terminal callbacks run once, on the thread that wins the transition, before the state is published."""
 
-    def __init__(self, deadline: float | None) -> None:
+    def __init__(self, deadline: float | None, observed: bool = False) -> None:
         self._cond = threading.Condition()
         self._state = EventState.PENDING
         self._error: IronAccelError | None = None
         self.deadline = deadline  # time.monotonic() value, or None for no timeout
+        self.observed = observed  # completion is observed after the fact (see the module's Late completion)
+        self._late = False  # seen still running after the deadline: a completion then is a failure
         self.started = False  # set by the backend when execution begins
         self.stoppable = False  # the started run stops at checkpoints: a cancel may still win
         self._stop = False  # a cancel won while the run went: it ends CANCELLED once it has stopped
@@ -65,6 +77,11 @@ class EventCore:
     def error(self) -> IronAccelError | None:
         return self._error
 
+    @property
+    def late(self) -> bool:
+        """Whether the run was seen still going past its deadline (it cannot end COMPLETE)."""
+        return self._late
+
     def on_terminal(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once the event is terminal (at once if it already is)."""
         with self._cond:
@@ -81,6 +98,8 @@ class EventCore:
                 return False
             if self._stop:  # the cancellation that won while the work ran decides the outcome
                 state, error = EventState.CANCELLED, None
+            elif state is EventState.COMPLETE and self.deadline is not None and self._overran():
+                state, error = EventState.FAILED, DeadlineExpired(LATE)
             self._claimed = True
             callbacks, self._on_terminal = self._on_terminal, []
             if self._holds:  # published when the hand-over returns (release)
@@ -88,6 +107,20 @@ class EventCore:
                 return True
         self._publish(state, error, callbacks)
         return True
+
+    def _overran(self) -> bool:
+        """Whether the run, now seen ended, ended past its deadline (under the condition's lock)."""
+        return self._late or (not self.observed and time.monotonic() > self.deadline)
+
+    def seen_pending(self, when: float) -> None:
+        """The event was seen PENDING by a look at the backend that began at ``when`` (a
+        ``time.monotonic()`` value): if that was past the deadline, the run ends FAILED with
+        DeadlineExpired whenever it ends (a cancellation still wins)."""
+        deadline = self.deadline
+        if deadline is not None and when > deadline:
+            with self._cond:
+                if not self._state.terminal and not self._claimed:
+                    self._late = True
 
     def hold(self) -> bool:
         """Keep the event from becoming terminal while the caller hands its work to the backend (the

@@ -89,6 +89,8 @@ class Resubmit:
     def reached(self, ticket: int) -> bool:
         with self._lock:
             check_ticket(ticket, self._issued)
+            if self._closed:
+                raise InvalidArgument("this prepared submission was released")
             self._retire()
             for i, (failed, error) in enumerate(self._failures):
                 if failed <= ticket:
@@ -133,6 +135,15 @@ class Resubmit:
         with self._lock:
             self._closed = True
 
+    def surrender(self) -> list[Event]:
+        """Close for a reset of the context: no launch follows, and the events of the runs not yet seen
+        finished go to the reset, which ends and releases them with the context's other events."""
+        with self._lock:
+            self._closed = True
+            events = list(self._events.values())
+            self._events.clear()
+            return events
+
 
 class PreparedSubmissions(Binder):
     """``prepare``, ``launch``, ``poll_launch``, ``wait_launch`` and ``release_prepared`` (a base of Accelerator)."""
@@ -151,6 +162,8 @@ class PreparedSubmissions(Binder):
         retained. Copies: none (buffers are bound directly, as by ``submit``)."""
         with self._lock:
             qrec, prec, ranges, brecs = self._work(queue, program, bindings)
+            if self._resetting:
+                self._refuse(queue.context)
             self._limit(queue.context, Prepared, self.device_info().limits.max_events_per_context)
             native = self._guard(self._prepare, qrec.native, prec.native, ranges)
             launcher = native if native is not None else Resubmit(self, queue, program, bindings)
@@ -165,8 +178,10 @@ class PreparedSubmissions(Binder):
         """Start one run of ``prepared``; returns its ticket (1 for the first launch, then one more each
         time). Runs of one prepared submission finish in ticket order. Blocking: never. Failure: Busy when
         the backend's runs in flight are at its limit, nothing started (observe some finish, then retry)."""
-        if self._poisoned is not None:
-            self._check_alive()
+        if self._refusing:  # poisoned, or some context is being reset: one attribute read otherwise
+            with self._lock:
+                self._check_alive()
+                self._refuse(getattr(prepared, "context", None))
         launcher = self._launcher(prepared)
         try:  # _guard's body, written out: this is the hot path
             return launcher.launch()

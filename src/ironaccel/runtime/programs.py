@@ -40,6 +40,8 @@ class Programs(Book):
         with self._lock:
             self._check_alive()
             crec = self._record(ctx, Context)
+            if self._resetting:
+                self._refuse(ctx)
             limits = self.device_info().limits
             self._limit(ctx, Program, limits.max_programs_per_context)
         if artifact.format not in (TOSA_FORMAT, NVFP4_FORMAT, VKNVFP4_FORMAT):
@@ -71,6 +73,8 @@ class Programs(Book):
             # The lock was let go while the artifact was parsed: the context may be gone by now, and other
             # loads may have filled it, so both are checked again before anything is made resident.
             crec = self._record(ctx, Context)
+            if self._resetting:
+                self._refuse(ctx)
             self._limit(ctx, Program, limits.max_programs_per_context)
             quota: Quota = crec.extra
             used = self._quota_use(ctx, Program)

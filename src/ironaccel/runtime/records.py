@@ -15,10 +15,11 @@ except the read of ``_objects`` on the launch path (one dict read, atomic).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from typing import Any
 
-from ..core.errors import DeviceLost, InvalidArgument, IronAccelError, PermissionDenied, ResourceLimit
+from ..core.errors import Busy, DeviceLost, InvalidArgument, IronAccelError, PermissionDenied, ResourceLimit
 from .errors import ReleaseIndeterminate, ReleaseRejected
 from .handles import Buffer, Context, Event, Handle, IdAllocator
 from .hooks import BackendHooks
@@ -50,6 +51,13 @@ class Book(BackendHooks):
         self._counts: dict[tuple[int, type], int] = {}  # live objects per (context id, kind): limits in O(1)
         self._poisoned: IronAccelError | None = None
         self._info: DeviceInfo | None = None
+        # Context reset (reset.py): the contexts being reset refuse new work; ``_refusing`` is set while any
+        # is, or once poisoned, so the launch path tests one attribute. Quarantined records are out of
+        # ``_objects`` (their handles are stale) but still counted, until the work that pins them ends.
+        self._resetting: set[Context] = set()
+        self._refusing = False
+        self._quarantine: dict[int, Record] = {}
+        self._gates: dict[Context, Any] = {}  # the host gates handed out per context (weak sets)
 
     def device_info(self) -> DeviceInfo:
         """Ownership: none. Blocking: bounded. Failure: nothing created. Copies: none. Stable per instance."""
@@ -63,6 +71,11 @@ class Book(BackendHooks):
     def _check_alive(self) -> None:
         if self._poisoned is not None:
             raise DeviceLost(f"backend unusable: {self._poisoned}")
+
+    def _refuse(self, ctx: Context | None) -> None:
+        """Busy when ``ctx`` is being reset (called only while some context is)."""
+        if ctx in self._resetting:
+            raise Busy(f"{ctx!r} is being reset: it admits no new work or objects")
 
     def _record(self, handle: Any, kind: type[Handle]) -> Record:
         if not isinstance(handle, kind):
@@ -83,22 +96,26 @@ class Book(BackendHooks):
         self._counts[key] = self._counts.get(key, 0) + 1
 
     def _drop(self, handle_id: int) -> None:
-        """Forget a record (the one way out of ``_objects``, so the counts stay right)."""
+        """Forget a record (the one way out of ``_objects`` but quarantine, so the counts stay right)."""
         rec = self._objects.pop(handle_id, None)
         if rec is not None:
-            key = (0 if rec.context is None else rec.context.id, type(rec.handle))
-            left = self._counts[key] - 1
-            if left:
-                self._counts[key] = left
-            else:
-                del self._counts[key]
+            self._uncount(rec)
+
+    def _uncount(self, rec: Record) -> None:
+        key = (0 if rec.context is None else rec.context.id, type(rec.handle))
+        left = self._counts[key] - 1
+        if left:
+            self._counts[key] = left
+        else:
+            del self._counts[key]
 
     def live_resources(self) -> dict[str, int]:
-        """Counts of live objects by kind, plus buffer bytes: tests prove nothing leaks."""
+        """Counts of live objects by kind, plus buffer bytes: tests prove nothing leaks. Objects a context
+        reset quarantined count until they are released."""
         with self._lock:
             counts = {k: 0 for k in ("context", "buffer", "program", "queue", "event", "prepared", "gate")}
             total = 0
-            for r in self._objects.values():
+            for r in itertools.chain(self._objects.values(), self._quarantine.values()):
                 counts[r.handle.kind if isinstance(r.handle, Handle) else "gate"] += 1
                 if isinstance(r.handle, Buffer):
                     total += r.bytes
@@ -142,7 +159,8 @@ class Book(BackendHooks):
     def _poison(self, error: IronAccelError) -> None:
         """Make the instance unusable and fail every pending event with DeviceLost."""
         self._poisoned = error
-        for r in list(self._objects.values()):
+        self._refusing = True
+        for r in [*self._objects.values(), *self._quarantine.values()]:
             if isinstance(r.handle, Event):
                 r.native.fail(DeviceLost(f"device lost: {error}"))
 

@@ -10,7 +10,8 @@ timeout, ``cancel_event`` stops work that has not started (or that runs where ru
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 
 from ..core.errors import (
     Busy,
@@ -28,6 +29,33 @@ from .handles import Context, Event, Program, Queue
 from .records import Record
 from .types import Binding
 
+PARKED = "parked"  # an event record's ``extra`` while its work waits on a host gate
+
+
+class ContextGate(HostGate):
+    """The host gate the contract hands out: a :class:`HostGate` that a reset of its context makes stale
+    (``signal`` raises InvalidArgument naming the reset and starts nothing: the reset cancelled the work
+    parked on it)."""
+
+    _stale: str | None = None
+
+    def signal(self, value: int) -> None:
+        if self._stale is not None:
+            raise InvalidArgument(self._stale)
+        super().signal(value)
+
+    def when(self, value: int, fn: Callable[[], None]) -> None:
+        with self._lock:
+            if self._stale is not None:
+                return  # admitted as the reset began: the reset cancels the work, which never starts
+        super().when(value, fn)
+
+    def close(self, why: str) -> None:
+        """Make the gate stale; the work parked on it is never started by it."""
+        with self._lock:
+            self._stale = why
+            self._waiters = []
+
 
 def positive_timeout(timeout: float) -> float:
     """``timeout`` as seconds, once it is a positive number (None is the caller's to handle)."""
@@ -40,10 +68,19 @@ class Submission(Binder):
     """``submit``, host gates and the event methods (a base of Accelerator)."""
 
     def host_gate(self, ctx: Context) -> HostGate:
-        """A host-signalled gate usable as ``submit(..., after=(gate, value))`` within ``ctx``."""
+        """A host-signalled gate usable as ``submit(..., after=(gate, value))`` within ``ctx``. It lives as
+        long as its user keeps it (the book does not count it); a reset of ``ctx`` makes it stale."""
         with self._lock:
+            self._check_alive()
             self._record(ctx, Context)
-            return HostGate(self, ctx)
+            if self._resetting:
+                self._refuse(ctx)
+            gate = ContextGate(self, ctx)
+            gates = self._gates.get(ctx)
+            if gates is None:
+                gates = self._gates[ctx] = weakref.WeakSet()
+            gates.add(gate)
+            return gate
 
     def submit(
         self,
@@ -62,6 +99,8 @@ class Submission(Binder):
         try:
             with self._lock:
                 qrec, prec, ranges, brecs = self._work(queue, program, bindings)
+                if self._resetting:
+                    self._refuse(queue.context)
                 if after is not None:
                     gate, value = after
                     if not isinstance(gate, HostGate) or gate.owner is not self or gate.context is not queue.context:
@@ -71,12 +110,15 @@ class Submission(Binder):
                 limits = self.device_info().limits
                 self._limit(queue.context, Event, limits.max_events_per_context)
                 deadline = None if timeout is None else time.monotonic() + positive_timeout(timeout)
-                core = EventCore(deadline)
+                core = EventCore(deadline, self.observes_completion)
                 event = Event(self, self._ids.new(), queue.context)
                 pinned = [qrec, prec, *brecs]
                 for r in pinned:
                     r.pins += 1
-                self._add(Record(event, core, queue.context))
+                # A gated event's record says so until the gate hands the work over (a reset cancels parked
+                # work on every backend: it has not reached the backend).
+                erec = Record(event, core, queue.context, extra=PARKED if after is not None else None)
+                self._add(erec)
         except IronAccelError as exc:
             raise SubmitRejected(exc) from exc
 
@@ -95,6 +137,7 @@ class Submission(Binder):
             # meanwhile: a waiter that sees the terminal state finds everything released.
             if not core.hold():
                 return
+            erec.extra = None
             try:
                 self._submit(qrec.native, prec.native, ranges, core)
             except SubmitIndeterminate as exc:
@@ -126,7 +169,10 @@ class Submission(Binder):
         with self._lock:
             core: EventCore = self._record(event, Event).native
         if self.observes_completion and not core.state.terminal:
+            looked = time.monotonic() if core.deadline is not None else 0.0
             self._guard(self._progress, core, 0.0)
+            if looked:
+                core.seen_pending(looked)
         return core.state
 
     def event_error(self, event: Event) -> IronAccelError | None:
@@ -141,9 +187,18 @@ class Submission(Binder):
         if self.observes_completion:
             end = None if timeout is None else time.monotonic() + timeout
             while not core.state.terminal:
-                remaining = None if end is None else end - time.monotonic()
+                now = time.monotonic()
+                remaining = None if end is None else end - now
                 if remaining is not None and remaining <= 0:
                     break
+                deadline = core.deadline
+                if deadline is not None and not core.late:
+                    # Look once as the deadline passes: work still running then ends late (event.py).
+                    if now > deadline:
+                        self._guard(self._progress, core, 0.0)
+                        core.seen_pending(now)
+                        continue
+                    remaining = deadline - now if remaining is None else min(remaining, deadline - now)
                 self._guard(self._progress, core, remaining)
             state = core.state
         else:

@@ -27,7 +27,12 @@ from ironaccel.tosa.codec import write
 
 UUIDS = (bytes(range(16)), bytes(range(16, 32)))
 # The cases that need a program that never ends (a WHILE_LOOP), which this first step does not run.
-NEEDS_WHILE_LOOP = {"event.deadline-stops-running-work", "event.cancel-stops-running-work"}
+NEEDS_WHILE_LOOP = {
+    "event.deadline-stops-running-work",
+    "event.cancel-stops-running-work",
+    "reset.ends-running-work",
+    "reset.admission-stops",
+}
 
 
 @pytest.fixture

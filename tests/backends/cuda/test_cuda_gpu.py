@@ -18,7 +18,12 @@ from ironaccel.conformance import semantic
 from ironaccel.tosa import DType, Op, ProgramBuilder
 
 pytestmark = pytest.mark.gpu
-NEEDS_WHILE_LOOP = {"event.deadline-stops-running-work", "event.cancel-stops-running-work"}
+NEEDS_WHILE_LOOP = {
+    "event.deadline-stops-running-work",
+    "event.cancel-stops-running-work",
+    "reset.ends-running-work",
+    "reset.admission-stops",
+}
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,12 @@ from ironaccel.tosa.target import Target
 KIT = Path(_template.__file__).parent
 ROLES = ("registration.py", "device.py", "accelerator.py", "memory.py", "program.py", "submit.py", "capability.py")
 # The cases that need a program that never ends (a WHILE_LOOP), which the ADD backend below does not admit.
-NEEDS_WHILE_LOOP = {"event.deadline-stops-running-work", "event.cancel-stops-running-work"}
+NEEDS_WHILE_LOOP = {
+    "event.deadline-stops-running-work",
+    "event.cancel-stops-running-work",
+    "reset.ends-running-work",
+    "reset.admission-stops",
+}
 
 
 # ---- the null device -----------------------------------------------------------------------------------
