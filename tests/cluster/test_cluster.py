@@ -265,6 +265,28 @@ def test_replacements_are_bounded_and_an_empty_pool_names_what_is_not_done(clust
     assert "not done" in str(error) and "replica 2" in str(error)
 
 
+def test_a_replacement_with_no_room_is_given_up_and_the_map_goes_on(cluster):
+    # Both of the wide node's slots are the pool's, and a replica that lost its device keeps its slot: its
+    # replacement has nowhere to go.
+    xs = [np.full(4, i, np.float32) for i in range(60)]
+
+    def paced():
+        for x in xs:
+            time.sleep(0.03)  # the map outlasts replace_timeout
+            yield x
+
+    wide = {"ironaccel/role": "wide"}
+    with Pool(_plus_one(), device="cpu", replicas=2, label_selector=wide, replace_timeout=1.0) as pool:
+        ray.get(pool.actors[0].lose_device.remote())
+        with pytest.warns(ReplicaFailed) as caught:
+            got = [int(out[0][0]) - 1 for out in pool.map(paced(), max_in_flight=2)]
+        assert any("could be placed and ready within 1 s" in str(w.message) for w in caught)
+        assert got == list(range(60))
+        [failure] = pool.failures
+        assert failure.replacement == 2 and failure.replacement_status.startswith("not placed and ready within 1 s")
+        assert [r["replica"] for r in pool.live] == [1]
+
+
 def test_closing_gives_every_resource_back(cluster):
     pools = [Pool(MODEL, device="cpu", replicas=2), Pool(_plus_one(), device="auto", replicas=1)]
     assert _settled(timeout=0) != {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
