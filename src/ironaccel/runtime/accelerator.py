@@ -89,11 +89,11 @@ class Accelerator(Programs, Submission, PreparedSubmissions, DirectRuns, Resets)
         children live."""
         with self._lock:
             rec = self._record(ctx, Context)
+            if ctx in self._resetting:
+                raise ReleaseRejected(Busy(f"{ctx!r} is being reset"), ctx)
             children = [r for r in self._objects.values() if r.context is ctx]
             if children:
                 raise ReleaseRejected(Busy(f"context still holds {len(children)} object(s)"), ctx)
-            if ctx in self._resetting:
-                raise ReleaseRejected(Busy(f"{ctx!r} is being reset"), ctx)
             self._release(rec, self._destroy_context)
             self._gates.pop(ctx, None)
 
