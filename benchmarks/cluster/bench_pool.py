@@ -14,6 +14,11 @@ flight per replica. For each row: items per second over the timed run (after a w
 replica), the ideal (the one-replica rate times the replicas), the program's own time per item (measured
 inside the replicas: the calls alone) and the pool's overhead per item (wall time per item times the
 replicas, less the program's time: Ray's transfers, the object store, scheduling).
+
+The plot (``pool.png`` beside results.md: items/s against replicas with the ideal line) is drawn by
+plot_pool.py with matplotlib: here when this environment has it, else by the first Python of
+``--plot-python`` (default: this repository's .venv-export, which has matplotlib but not Ray) that has it.
+results.md says where the plot is, or why there is none.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from importlib import resources
@@ -30,6 +36,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+COUNTS = (1, 2, 4, 8)
 MODEL = resources.files("ironaccel").joinpath("models", "cnn_fp32.tosa")
 
 
@@ -70,9 +78,9 @@ def measure(pool, images, batch: int, items: int) -> dict:
     }
 
 
-def table(rows: list[dict], base: float | None) -> str:
+def table(rows: list[dict], base: float | None, cores: int) -> str:
     lines = [
-        "| replicas | device | items/s | ideal (linear) | of ideal | program per item (us)"
+        f"| replicas (host of {cores} cores) | device | items/s | ideal (linear) | of ideal | program per item (us)"
         " | pool overhead per item (us) |",
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
@@ -88,28 +96,35 @@ def table(rows: list[dict], base: float | None) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], base: float, path: Path) -> bool:
-    try:
-        import matplotlib
+def _shown(python: str) -> str:
+    path = Path(python)
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else python
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+
+def plot(document: dict, path: Path, pythons: list[str]) -> str:
+    """Draw the plot to ``path`` with matplotlib, here or in the first of ``pythons`` that has it; where it
+    is, or why there is none (as results.md says it)."""
+    sys.path.insert(0, str(HERE))
+    from plot_pool import draw
+
+    try:
+        draw(document, path)
+        return f"`{path.name}` (matplotlib, in the environment that ran the benchmark)"
     except ImportError:
-        return False
-    cpu = [r for r in rows if r["device"] == "cpu:0"]
-    xs = [r["replicas"] for r in cpu]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(xs, [r["items_per_s"] for r in cpu], "o-", label="CPU replicas (one thread each)")
-    ax.plot(xs, [base * x for x in xs], "--", color="grey", label="ideal (linear)")
-    for r in rows:
-        if r["device"] != "cpu:0":
-            ax.plot([r["replicas"]], [r["items_per_s"]], "s", label=f"{r['device']} replica")
-    ax.set_xlabel("replicas")
-    ax.set_ylabel("items / s (bundled CNN)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return True
+        pass
+    data = path.with_suffix(".json.tmp")
+    data.write_text(json.dumps(document))
+    try:
+        for python in pythons:
+            if not Path(python).exists():
+                continue
+            command = [python, str(HERE / "plot_pool.py"), str(data), str(path)]
+            if subprocess.run(command, capture_output=True, check=False).returncode == 0:
+                return f"`{path.name}` (matplotlib, drawn by {_shown(python)})"
+    finally:
+        data.unlink(missing_ok=True)
+    tried = ", ".join(_shown(p) for p in pythons) or "no --plot-python"
+    return f"none (matplotlib is not installed where this ran, nor for {tried})"
 
 
 def main() -> int:
@@ -119,6 +134,12 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=32, help="items per call to a replica")
     parser.add_argument("--no-gpu", action="store_true", help="no GPU row even where this host has a GPU")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--plot-python",
+        action="append",
+        default=None,
+        help="a Python with matplotlib to draw the plot when this one has none (default: .venv-export's)",
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.replicas.split(",")]
 
@@ -151,32 +172,42 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
     ray.shutdown()
 
+    cores = len(os.sched_getaffinity(0))
     base = next((r["items_per_s"] for r in rows if r["device"] == "cpu:0" and r["replicas"] == 1), None)
-    text = table(rows, base)
+    text = table(rows, base, cores)
     print(text)
     if args.no_write:
         return 0
     host = {
         "machine": platform.machine(),
-        "cores": len(os.sched_getaffinity(0)),
+        "cores": cores,
         "python": platform.python_version(),
         "ironaccel": ironaccel.__version__,
         "ray": ray.__version__,
         "load_average": os.getloadavg(),
     }
     document = {"host": host, "batch": args.batch, "rows": rows}
+    pythons = args.plot_python or [str(REPO / ".venv-export" / "bin" / "python")]
+    document["plot"] = plot(document, HERE / "pool.png", pythons) if base is not None else "none (no 1-replica row)"
     (HERE / "results.json").write_text(json.dumps(document, indent=2) + "\n")
-    plotted = base is not None and plot(rows, base, HERE / "pool.png")
+    left = [c for c in COUNTS if c not in counts]
+    untimed = (
+        f" {', '.join(map(str, left))} replicas were not run here: each CPU replica wants a core of its own, and"
+        f" the driver and Ray's processes one more, which this {cores}-core host does not have."
+        if left
+        else ""
+    )
     (HERE / "results.md").write_text(
         "# ironaccel.cluster Pool: the bundled CNN over CPU replicas\n\n"
         f"`benchmarks/cluster/bench_pool.py --replicas {args.replicas} --items {args.items} --batch {args.batch}`"
-        f" on {host['cores']} cores ({host['machine']}), Ray {host['ray']}, Python {host['python']}; load average"
+        f" on {cores} cores ({host['machine']}), Ray {host['ray']}, Python {host['python']}; load average"
         f" at the end {', '.join(f'{x:.2f}' for x in host['load_average'])}. Each CPU replica runs on one core;"
         " the ideal is the one-replica rate times the replicas; the overhead is wall time per item times the"
-        " replicas, less the program's own time per item.\n\n"
+        f" replicas, less the program's own time per item.{untimed}\n\n"
+        f"Plot (items/s against replicas, with the ideal line): {document['plot']}.\n\n"
         + text
         + "\n"
-        + ("\n![throughput against replicas](pool.png)\n" if plotted else "")
+        + ("\n![items/s against replicas](pool.png)\n" if document["plot"].startswith("`") else "")
         + BOUNDS
     )
     return 0
