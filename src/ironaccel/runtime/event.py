@@ -53,13 +53,17 @@ class EventCore:
 
     Terminal callbacks run once, on the thread that wins the transition, before the state is published."""
 
+    # Defaults kept on the class: an event is made per submission, and most never change them.
+    observed = False
+    _late = False  # seen still running after the deadline: a completion then is a failure
+
     def __init__(self, deadline: float | None, observed: bool = False) -> None:
         self._cond = threading.Condition()
         self._state = EventState.PENDING
         self._error: IronAccelError | None = None
         self.deadline = deadline  # time.monotonic() value, or None for no timeout
-        self.observed = observed  # completion is observed after the fact (see the module's Late completion)
-        self._late = False  # seen still running after the deadline: a completion then is a failure
+        if observed:  # completion is observed after the fact (see the module's Late completion)
+            self.observed = True
         self.started = False  # set by the backend when execution begins
         self.stoppable = False  # the started run stops at checkpoints: a cancel may still win
         self._stop = False  # a cancel won while the run went: it ends CANCELLED once it has stopped

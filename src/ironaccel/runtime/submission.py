@@ -110,14 +110,16 @@ class Submission(Binder):
                 limits = self.device_info().limits
                 self._limit(queue.context, Event, limits.max_events_per_context)
                 deadline = None if timeout is None else time.monotonic() + positive_timeout(timeout)
-                core = EventCore(deadline, self.observes_completion)
+                core = EventCore(deadline, self.observes_completion) if timeout is not None else EventCore(None)
                 event = Event(self, self._ids.new(), queue.context)
                 pinned = [qrec, prec, *brecs]
                 for r in pinned:
                     r.pins += 1
                 # A gated event's record says so until the gate hands the work over (a reset cancels parked
                 # work on every backend: it has not reached the backend).
-                erec = Record(event, core, queue.context, extra=PARKED if after is not None else None)
+                erec = Record(event, core, queue.context)
+                if after is not None:
+                    erec.extra = PARKED
                 self._add(erec)
         except IronAccelError as exc:
             raise SubmitRejected(exc) from exc
