@@ -47,6 +47,12 @@ $(EXPORT_VENV)/.installed: pyproject.toml
 .PHONY: export-env
 export-env: $(EXPORT_VENV)/.installed
 
+# ONNX's front door (ironaccel.onnx, tests/onnx, ADR 0046): torch-mlir's importer, onnx, onnxruntime and tosa-opt
+# in .venv-onnx, out of the other environments' pins. Not part of `make test`; tests/onnx skip without it.
+.PHONY: onnx-env
+onnx-env:
+	PYTHON=$(PYTHON) scripts/onnx-env
+
 # ruff, then the size of every hand-written module under src/ (at most 500 lines: scripts/check-module-size).
 lint: venv
 	$(VENV)/bin/ruff check src tests examples $(wildcard benchmarks) scripts/operators-doc scripts/check-module-size
