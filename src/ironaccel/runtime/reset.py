@@ -68,14 +68,15 @@ class Resets(Book):
         Blocking: from the call on, the context admits nothing (allocate, load, queues, submit, prepare,
         launch, host gates, direct runs raise Busy naming the reset; a second reset too). Work parked on a
         host gate is cancelled at once, on every backend; running work is cancelled where the backend
-        stops runs (``supports_cancellation``); whatever still runs, prepared launches and direct runs
-        included, gets up to ``wait`` seconds in all to end (it completes or fails). The releases that
-        follow call the backend's release hooks only.
+        stops runs (``supports_cancellation``), through ``cancel_event`` (so a backend that overrides it
+        cancels its own way); whatever still runs, prepared launches and direct runs included, gets up to
+        ``wait`` seconds in all to end (it completes or fails). The releases that follow call the backend's
+        release hooks only.
 
-        Failure: InvalidArgument for a stale context or a negative ``wait``, Busy while it is being reset
-        already, DeviceLost on a poisoned accelerator: nothing is changed then. A device lost during the
-        reset poisons the accelerator as everywhere else; the reset then calls the backend no more, and its
-        report says so (``lost``), with the objects not released quarantined.
+        Failure: InvalidArgument for a stale context or a ``wait`` that is not a finite number >= 0, Busy
+        while it is being reset already, DeviceLost on a poisoned accelerator: nothing is changed then. A
+        device lost during the reset poisons the accelerator as everywhere else; the reset then calls the
+        backend no more, and its report says so (``lost``), with the objects not released quarantined.
 
         Copies: none.
         """

@@ -195,12 +195,14 @@ class Submission(Binder):
                     break
                 deadline = core.deadline
                 if deadline is not None and not core.late:
-                    # Look once as the deadline passes: work still running then ends late (event.py).
+                    # Look as the deadline passes: work still running then ends late (event.py).
                     if now > deadline:
                         self._guard(self._progress, core, 0.0)
                         core.seen_pending(now)
-                        continue
-                    remaining = deadline - now if remaining is None else min(remaining, deadline - now)
+                        if core.state.terminal:
+                            break
+                    else:
+                        remaining = deadline - now if remaining is None else min(remaining, deadline - now)
                 self._guard(self._progress, core, remaining)
             state = core.state
         else:
