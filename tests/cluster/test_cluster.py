@@ -161,39 +161,31 @@ def test_plan_places_replicas_by_advertised_resources():
 # ---- pools on the three-node cluster --------------------------------------------------------------------
 
 
-def test_replicas_are_placed_by_resource(cluster):
-    with Pool(MODEL, device="cpu", replicas="per-device") as pool:
-        nodes = Counter(r["node"] for r in pool.live)
-        assert nodes == Counter({cluster.nodes["head"]: 1, cluster.nodes["vulkan"]: 1, cluster.nodes["wide"]: 2})
-        assert all(r["device"] == "cpu:0" and len(r["affinity"]) == 1 for r in pool.live)
-        # The wide node's two replicas hold a core each.
-        wide = [r["affinity"][0] for r in pool.live if r["node"] == cluster.nodes["wide"]]
-        assert len(set(wide)) == min(2, len(os.sched_getaffinity(0)))
-    if VULKAN:
-        with Pool(MODEL, device="vulkan", replicas=1) as pool:
-            [replica] = pool.live
-            assert replica["node"] == cluster.nodes["vulkan"] and replica["device"].startswith("vulkan:")
-    assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
-
-
-def test_a_label_selector_keeps_replicas_to_matching_nodes(cluster):
-    with Pool(_plus_one(), device="cpu", replicas=2, label_selector={"ironaccel/role": "wide"}) as pool:
-        assert {r["node"] for r in pool.live} == {cluster.nodes["wide"]}
-
-
-def test_map_yields_every_output_once_in_order(cluster, inputs, expected):
+def test_replicas_are_placed_by_resource_and_map_yields_every_output_once_in_order(cluster, inputs, expected):
     with Pool(MODEL, device="auto", replicas="per-device") as pool:
         backends = Counter(r["backend"] for r in pool.live)
         assert backends == Counter({"cpu": 4, **({"vulkan": 1} if VULKAN else {})})
+        cpu = [r for r in pool.live if r["backend"] == "cpu"]
+        nodes = Counter(r["node"] for r in cpu)
+        assert nodes == Counter({cluster.nodes["head"]: 1, cluster.nodes["vulkan"]: 1, cluster.nodes["wide"]: 2})
+        assert all(r["device"] == "cpu:0" and len(r["affinity"]) == 1 for r in cpu)
+        # The wide node's two replicas hold a core each.
+        wide = [r["affinity"][0] for r in cpu if r["node"] == cluster.nodes["wide"]]
+        assert len(set(wide)) == min(2, len(os.sched_getaffinity(0)))
+        for replica in pool.live:
+            if replica["backend"] == "vulkan":
+                assert replica["node"] == cluster.nodes["vulkan"] and replica["device"].startswith("vulkan:")
         _same(list(pool.map(inputs, max_in_flight=6)), expected)
         _same(list(pool.map(inputs, batch_size=16)), expected)
         assert sum(s["items"] for s in pool.stats()) == 2 * len(inputs)
         assert not pool.failures
+    assert _settled() == {k: v for k, v in ray.cluster_resources().items() if k.startswith("ironaccel_")}
 
 
-def test_unordered_map_yields_each_output_once(cluster):
+def test_a_label_selector_keeps_replicas_to_matching_nodes_and_unordered_map_yields_each_once(cluster):
     xs = [np.full(4, i, np.float32) for i in range(100)]
-    with Pool(_plus_one(), device="cpu", replicas=3) as pool:
+    with Pool(_plus_one(), device="cpu", replicas=2, label_selector={"ironaccel/role": "wide"}) as pool:
+        assert {r["node"] for r in pool.live} == {cluster.nodes["wide"]}
         seen = sorted(int(out[0][0]) - 1 for out in pool.map(xs, ordered=False, max_in_flight=4))
     assert seen == list(range(100))
 
