@@ -167,14 +167,16 @@ class Fleet:
             self._ray.kill(member.actor, no_restart=True)
         if replace:
             self._replace(member, failure)
+        else:
+            failure.replacement_status = "a replica of the pool's first start is not replaced"
         instead = (
             f"replica {failure.replacement} starts in its place"
             if failure.replacement is not None
             else f"no replacement ({failure.replacement_status})"
         )
         warnings.warn(
-            f"replica {member.index} ({member.device} on node {member.node[:12]}) failed: {why}; its inputs run on"
-            f" the other replicas; {instead}",
+            f"replica {member.index} ({member.device} on node {member.node[:12]}) failed: {why}; what it had in"
+            f" flight runs on the other replicas; {instead}",
             ReplicaFailed,
             stacklevel=4,
         )
