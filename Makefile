@@ -41,7 +41,7 @@ EXPORT_VENV ?= .venv-export
 $(EXPORT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(EXPORT_VENV)
 	$(EXPORT_VENV)/bin/python -m pip install -q --upgrade pip
-	$(EXPORT_VENV)/bin/python -m pip install -q -e ".[torch]" "pytest>=8"
+	$(EXPORT_VENV)/bin/python -m pip install -q -e ".[torch]" "pytest>=8" "transformers==5.23.0"
 	touch $@
 
 .PHONY: export-env
@@ -160,14 +160,15 @@ $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
 bench: $(BENCH_VENV)/.installed tosa-tools
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BENCH_VENV)/bin/python benchmarks/bench_cpu.py $(BENCH_ARGS)
 
-# make models-zoo - whole models (MobileNetV2, ResNet-50, random weights from a fixed seed; fp32 and int8) on the
-# CPU backend against onnxruntime, IREE (llvm-cpu) and torch eager (minutes; exports are kept in .cache/models);
-# rewrites benchmarks/models/results.md (and .json, cpu.png). ZOO_ARGS passes options, e.g. ZOO_ARGS="--no-int8".
+# make models-zoo - whole models (MobileNetV2, ResNet-50, ViT-B/16, BERT-base and a Llama-style decoder layer; random
+# weights from a fixed seed; fp32 and int8) on the CPU backend against onnxruntime, IREE (llvm-cpu) and torch eager
+# (minutes; exports are kept in .cache/models); rewrites benchmarks/models/results.md (and .json, cpu.png), keeping
+# the rows of models it did not run. ZOO_ARGS passes options, e.g. ZOO_ARGS="--models bert_base --no-int8".
 # It runs in $(EXPORT_VENV), where the peers install under benchmarks/requirements.txt's pins; onnx does not (its
 # ml_dtypes clashes with tosa-tools' pin there), so the ONNX export runs in $(BENCH_VENV).
 .PHONY: models-zoo
 $(EXPORT_VENV)/.zoo-installed: $(EXPORT_VENV)/.installed benchmarks/requirements.txt
-	$(EXPORT_VENV)/bin/python -m pip install -q -c benchmarks/requirements.txt torchvision onnxruntime \
+	$(EXPORT_VENV)/bin/python -m pip install -q -c benchmarks/requirements.txt torchvision transformers onnxruntime \
 		iree-base-compiler iree-base-runtime threadpoolctl "matplotlib==3.11.2"
 	touch $@
 
