@@ -239,6 +239,19 @@ def test_device_loss_during_a_reset_poisons_and_is_reported():
         acc.reset_context(f.ctx)
 
 
+def test_device_loss_while_a_reset_waits_quarantines_everything():
+    inner = Held()
+    acc = FaultyAccelerator(inner, [device_lost("progress")])
+    f = Fixture(acc)
+    acc.submit(f.queue, f.program, f.bindings())
+    report = acc.reset_context(f.ctx, wait=5)
+    assert isinstance(report.lost, DeviceLost)
+    assert report.quarantined == _none(event=1, queue=1, program=1, buffer=3, context=1)
+    assert all(core.state is EventState.FAILED for core in inner.running)  # failed by the poisoning
+    with pytest.raises(DeviceLost):
+        acc.create_context()
+
+
 def test_wait_must_be_a_finite_number_and_a_foreign_context_is_refused():
     acc = cpu.CpuAccelerator()
     ctx = acc.create_context()

@@ -122,6 +122,9 @@ class Resets(Book):
                 elif self.supports_cancellation:
                     cancelled += self.cancel_event(rec.handle)
             except DeviceLost as exc:
+                with self._lock:
+                    if self._poisoned is None:
+                        self._poison(exc)
                 lost = exc
                 break
             except IronAccelError:
