@@ -31,6 +31,9 @@ RANK = {
     # PyTorch's front door makes TOSA programs from modules, as tosa's builder does, for the runtime to compile
     # (ADR 0035): Device.compile reaches it from inside the function, a downward edge.
     "torch": 1.75,
+    # ONNX's front door (ADR 0046) makes programs too, and names their inputs and outputs with the PyTorch
+    # door's renaming (ironaccel.torch.program, which imports no torch).
+    "onnx": 1.8,
     "runtime": 2,
     "backends": 3,
     "conformance": 4,

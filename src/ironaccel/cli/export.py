@@ -8,17 +8,23 @@ torchvision is installed), and exports it with seeded random inputs of the given
 batches of those shapes (real data calibrates better: ``ironaccel.torch.export(..., calibration=...)``).
 A module that does not lower whole to one TOSA program fails with every operator left outside and the
 line of the module that calls it.
+
+``ironaccel export MODEL.onnx -o model.tosa [--shape ... --input-name NAME ...]`` converts an ONNX model
+through ``ironaccel.onnx`` instead (its tools in ``.venv-onnx``: ``make onnx-env``); ``--shape`` with
+``--input-name`` fixes an input whose dimensions the model leaves symbolic.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import os
 import re
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import InvalidArgument
@@ -29,15 +35,19 @@ CALIBRATION_BATCHES = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("factory", metavar="MODULE:FACTORY", help="a function or class giving the torch.nn.Module")
+    parser.add_argument(
+        "factory",
+        metavar="MODULE:FACTORY | MODEL.onnx",
+        help="a function or class giving the torch.nn.Module, or an ONNX model's file",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="FILE.tosa", help="where the program goes")
     parser.add_argument("--int8", action="store_true", help="quantize to int8 (TOSA-1.0+INT; default: float, +FP)")
     parser.add_argument(
         "--shape",
         action="append",
-        required=True,
         metavar="N,C,H,W",
-        help="the shape of one float32 input (repeat once per input of forward, in order)",
+        help="the shape of one float32 input (repeat once per input of forward, in order; for an ONNX model, "
+        "of the input named by the --input-name at the same place, where the model leaves it symbolic)",
     )
     parser.add_argument(
         "--input-name",
@@ -59,6 +69,10 @@ def _export(args: argparse.Namespace) -> int:
     from ..torch import export
     from ..torch.errors import require_torch
 
+    if args.factory.endswith(".onnx"):
+        return _export_onnx(args)
+    if not args.shape:
+        raise InvalidArgument("give --shape once per input of forward (e.g. --shape 1,3,224,224)")
     shapes = [_shape(text) for text in args.shape]
     if args.input_name is not None and len(args.input_name) != len(shapes):
         raise InvalidArgument(f"{len(args.input_name)} --input-name for {len(shapes)} --shape: give one per input")
@@ -89,6 +103,36 @@ def _export(args: argparse.Namespace) -> int:
     results = ", ".join(f"{t['name']}: {t['dtype']}{t['shape']}" for t in made.metadata["outputs"])
     print(f"{args.factory}: ({signature}) -> ({results}), {made.profile}")
     print(f"wrote {program_path} ({len(made.tosa):,} bytes) and {sidecar}")
+    return 0
+
+
+def _export_onnx(args: argparse.Namespace) -> int:
+    from ..onnx import export
+    from ..tosa.codec import save
+
+    if args.int8:
+        raise InvalidArgument("--int8 applies to PyTorch modules; an ONNX model is converted with its own types")
+    shapes = [_shape(text) for text in args.shape or []]
+    if len(args.input_name or []) != len(shapes):
+        raise InvalidArgument("for an ONNX model, give one --input-name with each --shape (the input it fixes)")
+    if args.output.endswith(".json"):
+        raise InvalidArgument(f"{args.output}: the program's file must not end in .json (its metadata goes there)")
+    program = export(args.factory, shapes=dict(zip(args.input_name or [], shapes, strict=True)))
+    main = program.main
+    tensors = {t.name: t for t in main.tensors}
+    side = {
+        role: [{"name": n, "shape": list(tensors[n].shape), "dtype": str(tensors[n].dtype)} for n in names]
+        for role, names in (("inputs", main.inputs), ("outputs", main.outputs))
+    }
+    metadata = {"description": f"{os.path.basename(args.factory)} converted from ONNX by torch-mlir", **side}
+    program_path = Path(args.output)
+    save(program, program_path)
+    sidecar = program_path.with_suffix(".json")
+    sidecar.write_text(json.dumps(metadata, indent=1) + "\n")
+    signature = ", ".join(f"{t['name']}: {t['dtype']}{t['shape']}" for t in side["inputs"])
+    results = ", ".join(f"{t['name']}: {t['dtype']}{t['shape']}" for t in side["outputs"])
+    print(f"{args.factory}: ({signature}) -> ({results})")
+    print(f"wrote {program_path} ({program_path.stat().st_size:,} bytes) and {sidecar}")
     return 0
 
 

@@ -31,7 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "list the devices, then run the bundled model on the best device and the CPU"),
     "validate": ("validate", "check .tosa files against the TOSA 1.0 specification for a target"),
     "inspect": ("inspect", "show what a .tosa file holds: version, blocks, operators and tensors"),
-    "export": ("export", "export a PyTorch module to a .tosa program and its metadata (needs ironaccel[torch])"),
+    "export": (
+        "export",
+        "export a PyTorch module (needs ironaccel[torch]) or an ONNX model (make onnx-env) to a .tosa program",
+    ),
     "conformance": ("conformance", "judge a device by Arm's TOSA conformance suite and write a report"),
     "serve": ("serve", "serve a device to guests as virtio-accel over a Unix socket (the daemon)"),
 }
