@@ -48,7 +48,8 @@ $(EXPORT_VENV)/.installed: pyproject.toml
 export-env: $(EXPORT_VENV)/.installed
 
 # ONNX's front door (ironaccel.onnx, tests/onnx, ADR 0046): torch-mlir's importer, onnx, onnxruntime and tosa-opt
-# in .venv-onnx, out of the other environments' pins. Not part of `make test`; tests/onnx skip without it.
+# in .venv-onnx, out of the other environments' pins. `make test` builds it, so tests/onnx run there (they skip
+# only where it is absent).
 .PHONY: onnx-env
 onnx-env:
 	PYTHON=$(PYTHON) scripts/onnx-env
@@ -73,7 +74,7 @@ VK_VALIDATION = VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation \
 	VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
 
 # tests/torch need torch and ExecuTorch: the first run leaves them out, the second runs them in $(EXPORT_VENV).
-test: system-deps venv tosa-tools export-env lint wheel-check
+test: system-deps venv tosa-tools export-env onnx-env lint wheel-check
 	$(VK_VALIDATION) $(PY) -m pytest -q -m "not gpu and not slow" -n $(TEST_WORKERS) \
 		--durations=25
 	$(EXPORT_VENV)/bin/python -m pytest -q -m "not gpu and not slow" tests/torch
@@ -85,7 +86,7 @@ gpu-check:
 	scripts/gpu-check
 
 clean:
-	rm -rf $(VENV) $(TOSA_VENV) .venv-export build .pytest_cache .cache/wheel-check
+	rm -rf $(VENV) $(TOSA_VENV) .venv-export .venv-onnx build .pytest_cache .cache/wheel-check
 
 # make conformance - Arm's whole TOSA 1.0.2 suite (PRO-INT, PRO-FP, every 1.0 extension) on DEVICE (default cpu);
 # the suite is generated once into .cache/cts; the report lands in conformance-report/
