@@ -22,7 +22,7 @@ import pytest
 
 from ironaccel.backends.cpu.accelerator import CpuAccelerator
 from ironaccel.cli.main import main as cli_main
-from ironaccel.core.errors import DeadlineExpired, InvalidArgument, ResourceLimit
+from ironaccel.core.errors import Busy, DeadlineExpired, InvalidArgument, ResourceLimit
 from ironaccel.core.settings import Settings
 from ironaccel.runtime import ArtifactRef, Binding, BufferDesc, Device, MemoryDomain, SubmitIndeterminate
 from ironaccel.virtio import DeviceEngine
@@ -375,3 +375,41 @@ def test_serve_names_the_socket_path_it_has_no_permission_for(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.startswith("ironaccel serve:")]
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and str(path) in lines[0] and "permission denied" in lines[0], done.stderr
+
+
+def test_the_socket_path_appears_only_once_the_daemon_listens(tmp_path, monkeypatch):
+    """Clients and init scripts wait for the socket file and then connect; a file there before ``listen`` would
+    refuse them, and a second daemon would take it for a stale one and remove it."""
+    path = str(tmp_path / "accel.sock")
+    seen: list[str] = []
+    real_listen = socket.socket.listen
+
+    def listen_late(sock: socket.socket, *args) -> None:
+        # What a client finds in the window between bind and listen, however long a loaded machine makes it.
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+            seen.append("connected")
+        except FileNotFoundError:
+            seen.append("no file yet")
+        except ConnectionRefusedError:
+            seen.append("refused")
+        finally:
+            probe.close()
+        real_listen(sock, *args)
+
+    monkeypatch.setattr(socket.socket, "listen", listen_late)
+    daemon = Daemon(path, lambda: None)
+    daemon.listen()
+    monkeypatch.undo()
+    try:
+        assert seen == ["no file yet"]
+        assert os.listdir(tmp_path) == ["accel.sock"]  # nothing left beside it
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(path)  # queued until accept: never refused once the path is there
+        client.close()
+        with pytest.raises(Busy, match="already serving"):
+            Daemon(path, lambda: None).listen()
+    finally:
+        daemon._shutdown()
+    assert not os.path.exists(path)

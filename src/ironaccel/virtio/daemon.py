@@ -48,6 +48,7 @@ from .engine import DeviceEngine
 log = logging.getLogger("ironaccel.virtio.daemon")
 
 BACKLOG = 128  # connections waiting for accept; a guest that finds it full tries again until its set-up deadline
+SUN_PATH_MAX = 108  # sockaddr_un.sun_path, its terminating NUL included
 REFUSAL_LOG_S = 1.0  # refusals of a full daemon are logged at most once per this many seconds
 
 
@@ -84,15 +85,24 @@ class Daemon:
         Raises an IronAccelError naming the path (see the module's description)."""
         _remove_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        # Clients wait for the socket file and then connect: bound at a hidden name and listening before it is
+        # linked at the path, the file never stands there refusing them, and a daemon starting beside this
+        # one never takes it for a stale socket. link, not rename: a socket that appeared meanwhile is kept.
+        hidden = _hidden_name(self.path)
         old_umask = os.umask(0o177)
         try:
-            sock.bind(self.path)
+            sock.bind(hidden or self.path)
             sock.listen(BACKLOG)
+            if hidden:
+                os.link(hidden, self.path)
         except OSError as exc:
             sock.close()
             raise _listen_error(self.path, exc) from exc
         finally:
             os.umask(old_umask)
+            if hidden:
+                with contextlib.suppress(OSError):
+                    os.unlink(hidden)
         sock.setblocking(False)  # a peer gone between select and accept must not stall the loop
         self._listener = sock
         log.info("listening on %s", self.path)
@@ -228,6 +238,14 @@ def _peer(sock: socket.socket) -> tuple[int | str, int | str]:
     return pid, uid
 
 
+def _hidden_name(path: str) -> str | None:
+    """A fresh name beside ``path`` to bind before the socket is linked there; None where it would not fit a
+    Unix socket address that ``path`` fits (the daemon then binds ``path`` itself)."""
+    hidden = os.path.join(os.path.dirname(path), f".ironaccel-{os.getpid()}-{os.urandom(4).hex()}")
+    fits = len(os.fsencode(hidden)) < SUN_PATH_MAX
+    return hidden if fits and len(os.fsencode(path)) < SUN_PATH_MAX else None
+
+
 def _remove_stale(path: str) -> None:
     """Remove a socket file left by a daemon that died; refuse to touch anything else or a live daemon."""
     try:
@@ -263,7 +281,7 @@ def _listen_error(path: str, exc: OSError) -> IronAccelError:
         return InvalidArgument(f"cannot listen on {path}: the directory {folder} does not exist")
     if isinstance(exc, NotADirectoryError):
         return InvalidArgument(f"cannot listen on {path}: a component of the path is not a directory")
-    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+    if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EEXIST):
         return Busy(f"cannot listen on {path}: the address is in use")
     reason = exc.strerror or str(exc)
     return InvalidArgument(f"cannot listen on {path}: {reason}")
