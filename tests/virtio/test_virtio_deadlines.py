@@ -71,6 +71,24 @@ def _in_thread(fn, limit: float):
 # ---- a stopped daemon --------------------------------------------------------------------------------------
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGSTOP ``proc`` and return once every thread of it has stopped. kill returns with the stop still to
+    come: one thread takes the signal when it next runs and only then stops the others, so on a loaded
+    machine a connection thread could serve a chain meant to go unanswered."""
+    os.kill(proc.pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        states = []
+        for task in Path(f"/proc/{proc.pid}/task").iterdir():
+            try:
+                states.append(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+                continue
+        return all(state in "tT" for state in states)
+
+    assert _eventually(stopped, 60), "the daemon did not stop"
+
+
 @pytest.fixture
 def daemon_process(tmp_path):
     """``ironaccel serve`` as a process of its own, which the test may stop (SIGSTOP) and resume."""
@@ -102,7 +120,7 @@ def test_calls_to_a_stopped_daemon_end_at_their_deadline_and_work_again_once_it_
     np.testing.assert_array_equal(exe(a, b)[0], a + b)
 
     guest.transport.timeout_s = deadline
-    os.kill(proc.pid, signal.SIGSTOP)
+    _stop(proc)
     try:
         # The user API's call: its first batch (DESTROY_EVENT, WRITE_BUFFER, SUBMIT) goes unanswered.
         done, out = _in_thread(lambda: exe(a, b), deadline + margin)
@@ -136,7 +154,7 @@ def test_a_submit_without_an_answer_is_indeterminate_and_fails_its_event(daemon_
     queue = guest.create_queue(ctx)
     bindings = [Binding(i, buf, 0, 16) for i, buf in enumerate(bufs)]
     guest.transport.timeout_s = 0.5
-    os.kill(proc.pid, signal.SIGSTOP)
+    _stop(proc)
     try:
         done, out = _in_thread(lambda: guest.submit(queue, program, bindings), 3.0)
     finally:
