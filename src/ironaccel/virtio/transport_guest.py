@@ -43,6 +43,8 @@ from .transport_guest_setup import GUEST_BASE, WANTED_FEATURES, GuestSetUp
 from .virtqueue import QueueFull, RingError
 
 IN_PLACE_MIN_BYTES = 4096  # a heap part smaller than this is copied: a descriptor of its own costs more
+KICK_EACH_BYTES = 256 << 10  # a batch copying this much posts (and kicks) chain by chain
+_Chain = tuple[list[tuple[int, int]], list[tuple[int, int]], tuple[int | None, int | None]]
 
 
 class GuestTransport(GuestSetUp):
@@ -173,38 +175,22 @@ class GuestTransport(GuestSetUp):
                     self._free_blocks(blocks)
                     blocks.clear()
                     self._wait_for_room(deadline)
-            view = self._view
+            # Small batches (the fast path's commands) are copied in whole, then posted under one lock with
+            # one kick at most: a kick per chain is a syscall and a wake-up of the device each. Large ones
+            # kick per chain, so that the device copies one piece while the next is copied in.
+            eager = sum(copied) >= KICK_EACH_BYTES
+            chains = []
             for plan, (req, resp) in zip(plans, blocks, strict=True):
-                readable: list[tuple[int, int]] = []
-                at = req
-                for v, where in plan.parts:  # the copies into shared memory, outside the lock
-                    if where is not None:
-                        readable.append((GUEST_BASE + where, v.nbytes))
-                        continue
-                    assert at is not None
-                    view[at : at + v.nbytes] = v
-                    if readable and readable[-1][0] + readable[-1][1] == GUEST_BASE + at:
-                        readable[-1] = (readable[-1][0], readable[-1][1] + v.nbytes)
-                    else:
-                        readable.append((GUEST_BASE + at, v.nbytes))
-                    at += v.nbytes
-                writable = [(GUEST_BASE + resp, plan.capacity)]
-                if plan.sink is not None:
-                    writable.append((GUEST_BASE + plan.sink_at, plan.sink.nbytes))
+                chains.append(self._copy_in(plan, req, resp))
+                if eager:
+                    with self._cond:
+                        tokens.append(self._post(chains.pop(), deadline))
+                        if self.driver.kick_needed():
+                            os.eventfd_write(self._kick, 1)
+            if chains:
                 with self._cond:
-                    while True:
-                        self._check()
-                        try:
-                            head = self.driver.post(readable, writable)
-                            break
-                        except QueueFull:
-                            if self.driver.kick_needed():  # what is posted already may be what frees room
-                                os.eventfd_write(self._kick, 1)
-                            self._wait_for_room(deadline)
-                    token = next(self._tokens)
-                    self._heads[head] = token
-                    self._blocks[token] = (req, resp)
-                    tokens.append(token)
+                    for chain in chains:
+                        tokens.append(self._post(chain, deadline))
                     if self.driver.kick_needed():
                         os.eventfd_write(self._kick, 1)
             responses = [(resp, plan.capacity) for (_, resp), plan in zip(blocks, plans, strict=True)]
@@ -226,6 +212,45 @@ class GuestTransport(GuestSetUp):
                 if self.region is not None:
                     self._free_blocks([p for i, p in enumerate(blocks) if not (i < len(tokens) and tokens[i] in kept)])
                 self._cond.notify_all()
+
+    def _copy_in(self, plan: Plan, req: int | None, resp: int | None) -> _Chain:
+        """The request's parts copied into its arena block (outside the lock); the chain's regions."""
+        view = self._view
+        readable: list[tuple[int, int]] = []
+        at = req
+        for v, where in plan.parts:
+            if where is not None:
+                readable.append((GUEST_BASE + where, v.nbytes))
+                continue
+            assert at is not None
+            view[at : at + v.nbytes] = v
+            if readable and readable[-1][0] + readable[-1][1] == GUEST_BASE + at:
+                readable[-1] = (readable[-1][0], readable[-1][1] + v.nbytes)
+            else:
+                readable.append((GUEST_BASE + at, v.nbytes))
+            at += v.nbytes
+        assert resp is not None
+        writable = [(GUEST_BASE + resp, plan.capacity)]
+        if plan.sink is not None:
+            writable.append((GUEST_BASE + plan.sink_at, plan.sink.nbytes))
+        return readable, writable, (req, resp)
+
+    def _post(self, chain: _Chain, deadline: Deadline) -> int:
+        """Publish one chain (with the lock held); its token. Waits for room while the ring is full."""
+        readable, writable, blocks = chain
+        while True:
+            self._check()
+            try:
+                head = self.driver.post(readable, writable)
+                break
+            except QueueFull:
+                if self.driver.kick_needed():  # what is posted already may be what frees room
+                    os.eventfd_write(self._kick, 1)
+                self._wait_for_room(deadline)
+        token = next(self._tokens)
+        self._heads[head] = token
+        self._blocks[token] = blocks
+        return token
 
     def _plan(self, command: tuple[Sequence[bytes | bytearray | memoryview], int] | Command) -> Plan:
         parts, capacity, *rest = command
@@ -382,4 +407,3 @@ class _Answers(Sequence[memoryview]):
             with transport._cond:
                 self._lengths.append(transport._await(self._tokens[len(self._lengths)], self._deadline))
         return self._lengths[index]
-
