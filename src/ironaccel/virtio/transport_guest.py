@@ -74,6 +74,7 @@ class GuestTransport(GuestSetUp):
         self._done: dict[int, int] = {}  # token -> used length
         self._blocks: dict[int, tuple[int, int]] = {}  # token in flight -> its request and response blocks
         self._abandoned: set[int] = set()  # tokens whose caller stopped waiting
+        self._ring_at: dict[int, int] = {}  # token in flight -> its available ring index
         super().__init__(
             path,
             queue_size=queue_size,
@@ -194,11 +195,12 @@ class GuestTransport(GuestSetUp):
                     if self.driver.kick_needed():
                         os.eventfd_write(self._kick, 1)
             responses = [(resp, plan.capacity) for (_, resp), plan in zip(blocks, plans, strict=True)]
-            yield _Answers(self, tokens, responses, deadline)
+            yield _Answers(self, tokens, responses, deadline, together=not eager)
         finally:
             with self._cond:
                 kept = set()
                 for token in tokens:
+                    self._ring_at.pop(token, None)
                     if token in self._done:  # came back, but an earlier wait of the batch gave up
                         del self._done[token]
                         self._blocks.pop(token, None)
@@ -250,6 +252,7 @@ class GuestTransport(GuestSetUp):
         token = next(self._tokens)
         self._heads[head] = token
         self._blocks[token] = blocks
+        self._ring_at[token] = (self.driver.avail_idx - 1) & 0xFFFF
         return token
 
     def _plan(self, command: tuple[Sequence[bytes | bytearray | memoryview], int] | Command) -> Plan:
@@ -284,8 +287,9 @@ class GuestTransport(GuestSetUp):
         else:
             self._cond.wait(remaining)
 
-    def _await(self, token: int, deadline: Deadline) -> int:
-        """Called with the lock held; returns the used length of ``token``'s chain."""
+    def _await(self, token: int, deadline: Deadline, last: int | None = None) -> int:
+        """Called with the lock held; returns the used length of ``token``'s chain. ``last``: a later
+        token of the same batch, whose chain a sleep waits for (one wake-up for the batch)."""
         while token not in self._done:
             self._check()
             remaining = deadline.left()
@@ -296,16 +300,18 @@ class GuestTransport(GuestSetUp):
             if self._reaping:
                 self._cond.wait(remaining)
             else:
-                self._reap_once(remaining)
+                self._reap_once(remaining, self._ring_at.get(token if last is None else last))
         self._blocks.pop(token)
         return self._done.pop(token)
 
-    def _reap_once(self, timeout: float | None) -> None:
-        """Wait (without the lock) for used chains, then collect them for every waiter."""
+    def _reap_once(self, timeout: float | None, until: int | None = None) -> None:
+        """Wait (without the lock) for used chains, then collect them for every waiter. ``until``: the
+        available ring index of the chain waited for; a sleep is woken when that one is used, not at
+        each chain of a batch before it."""
         self._reaping = True
         self._cond.release()
         try:
-            self._wait_for_used(timeout)
+            self._wait_for_used(timeout, until)
         finally:
             self._cond.acquire()
             self._reaping = False
@@ -324,7 +330,7 @@ class GuestTransport(GuestSetUp):
             self._lose(f"the device corrupted the command queue: {exc}")
         self._cond.notify_all()
 
-    def _wait_for_used(self, timeout: float | None) -> None:
+    def _wait_for_used(self, timeout: float | None, until: int | None = None) -> None:
         if self._lost is not None:
             return
         driver = self.driver
@@ -332,7 +338,7 @@ class GuestTransport(GuestSetUp):
         while time.perf_counter() < end:
             if driver.has_used():
                 return
-        if driver.enable_calls():
+        if driver.enable_calls(until):
             return
         ready, _, _ = select.select([self._call, self._err, self.sock], [], [], timeout)
         if self._call in ready:
@@ -383,10 +389,17 @@ class _Answers(Sequence[memoryview]):
     """The responses of one ``exchange_batch``, each waited for (in order) when first looked at."""
 
     def __init__(
-        self, transport: GuestTransport, tokens: list[int], at: list[tuple[int, int]], deadline: Deadline
+        self,
+        transport: GuestTransport,
+        tokens: list[int],
+        at: list[tuple[int, int]],
+        deadline: Deadline,
+        together: bool = False,
     ) -> None:
         self._transport, self._tokens, self._at, self._deadline = transport, tokens, at, deadline
         self._lengths: list[int] = []
+        # A small batch is used as a whole: a sleep waits for its last chain, not for each in turn.
+        self._last = tokens[-1] if together and len(tokens) > 1 else None
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -405,5 +418,6 @@ class _Answers(Sequence[memoryview]):
         transport = self._transport
         while len(self._lengths) <= index:
             with transport._cond:
-                self._lengths.append(transport._await(self._tokens[len(self._lengths)], self._deadline))
+                token = self._tokens[len(self._lengths)]
+                self._lengths.append(transport._await(token, self._deadline, self._last))
         return self._lengths[index]

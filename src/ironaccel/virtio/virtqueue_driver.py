@@ -168,11 +168,16 @@ class DriverQueue:
         if not self.event_idx:
             self._avail_w[0] = AVAIL_F_NO_INTERRUPT
 
-    def enable_calls(self) -> bool:
-        """Ask for a signal at the next used chain, then look again: True means chains were returned
-        meanwhile (reap them instead of sleeping)."""
+    def enable_calls(self, until: int | None = None) -> bool:
+        """Ask for a signal at the next used chain (with EVENT_IDX and ``until``, the available ring index
+        of a chain in flight: at the used entry of that index, which is that chain's where the device
+        returns chains in order, and a later one's otherwise), then look again: True means chains were
+        returned meanwhile (reap them instead of sleeping)."""
         if self.event_idx:
-            self._avail_w[2 + self.size] = self.last_used
+            at = self.last_used
+            if until is not None and (until - at) & 0xFFFF < len(self._inflight):
+                at = until
+            self._avail_w[2 + self.size] = at
         else:
             self._avail_w[0] = 0
         return self.has_used()
