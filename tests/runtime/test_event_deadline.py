@@ -21,9 +21,12 @@ from ironaccel.runtime.event import RunCancelled
 cpu = pytest.importorskip("ironaccel.backends.cpu.accelerator")
 
 
-def _started(deadline_in: float | None, observed: bool = False) -> EventCore:
-    core = EventCore(None if deadline_in is None else time.monotonic() + deadline_in, observed)
-    assert core.try_start()
+def _started(deadline_in: float | None, observed: bool = False, stoppable: bool = False) -> EventCore:
+    """A started core whose deadline is ``deadline_in`` s after its start: a loaded machine that takes longer
+    than that between making the core and starting it would otherwise fail the start."""
+    core = EventCore(None, observed)
+    assert core.try_start(stoppable)
+    core.deadline = None if deadline_in is None else time.monotonic() + deadline_in
     return core
 
 
@@ -49,8 +52,7 @@ def test_a_failure_keeps_its_own_error_and_a_won_cancellation_stays_cancelled():
     time.sleep(0.03)
     failed.fail(InternalError("the run's own failure"))
     assert isinstance(failed.error, InternalError)
-    stopped = EventCore(time.monotonic() + 0.01)
-    assert stopped.try_start(stoppable=True)
+    stopped = _started(0.01, stoppable=True)
     assert stopped.cancel()
     time.sleep(0.03)
     stopped.complete()  # the run went to its end anyway: the cancellation decided the outcome
@@ -66,7 +68,7 @@ def test_an_observed_completion_is_late_only_when_seen_running_past_the_deadline
     assert looked_late.state is EventState.COMPLETE
 
     seen = _started(0.01, observed=True)
-    seen.seen_pending(time.monotonic())  # before the deadline: no effect
+    seen.seen_pending(seen.deadline - 0.005)  # a look before the deadline: no effect
     assert not seen.late
     time.sleep(0.03)
     seen.seen_pending(time.monotonic())
@@ -127,10 +129,11 @@ def observed():
 
 def test_observed_work_that_ended_in_time_completes_however_late_it_is_polled(observed):
     acc, f = observed
-    event = acc.submit(f.queue, f.program, f.bindings(), timeout=0.05)
+    # Submitted, looked at and ended within a deadline a loaded machine meets; polled again only after it.
+    event = acc.submit(f.queue, f.program, f.bindings(), timeout=0.5)
     assert acc.poll_event(event) is EventState.PENDING
     acc.end(event)
-    time.sleep(0.1)
+    time.sleep(0.6)
     assert acc.poll_event(event) is EventState.COMPLETE
     acc.destroy_event(event)
 
