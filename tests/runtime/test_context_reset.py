@@ -96,8 +96,11 @@ def test_a_running_deadline_ends_quarantined_work_on_the_cpu_backend():
 
     acc = Uncancelled()
     f = Endless(acc)
-    f.submit(timeout=0.3)
-    time.sleep(0.02)
+    event = f.submit(timeout=1.0)  # the reset must find the run started and still within its deadline
+    core = acc._record(event, type(event)).native
+    end = time.monotonic() + 10
+    while not core.started and time.monotonic() < end:
+        time.sleep(0.001)
     report = acc.reset_context(f.ctx, wait=0.01)
     assert report.quarantined == _none(event=1, queue=1, program=1, buffer=2, context=1), report
     assert acc.live_resources()["program"] == 1
