@@ -164,7 +164,6 @@ class GuestConnection(DeviceSetUp):
     def _serve(self, queue: DeviceQueue, chain: Chain) -> None:
         capacity = min(chain.writable_bytes, self.options.max_response)
         into = getattr(self.session, "process_into", None)
-        head = chain.readable[0][:IN_PLACE_PREFIX] if len(chain.readable) == 1 else None
         try:
             apart = None if into is None else self._serve_apart(chain, into)
             if apart is not None:
@@ -176,8 +175,8 @@ class GuestConnection(DeviceSetUp):
                 # The answer (READ_BUFFER data included) is written where the guest reads it: no copy
                 # between. A large WRITE_BUFFER is also read where the guest wrote it (see process_into).
                 in_place = None
-                if head is not None and chain.readable_bytes >= IN_PLACE_MIN_BYTES:
-                    in_place = bytes(head)
+                if len(chain.readable) == 1 and chain.readable_bytes >= IN_PLACE_MIN_BYTES:
+                    in_place = bytes(chain.readable[0][:IN_PLACE_PREFIX])
                     if int.from_bytes(in_place[:2], "little") != Opcode.WRITE_BUFFER:
                         in_place = None
                 request = chain.readable[0] if in_place is not None else chain.gather()

@@ -58,7 +58,8 @@ class GuestCommands(GuestBook):
 
     def __init__(self, engine: DeviceEngine, tag: int) -> None:
         super().__init__(engine, tag)
-        self._handlers: dict[Opcode, Callable[[Request], bytes | CheckedRead]] = {
+        # Keyed by the opcode's wire value (an Opcode member looks up the same entry).
+        handlers: dict[Opcode, Callable[[Request], bytes | CheckedRead]] = {
             Opcode.GET_DEVICE_INFO: self._get_device_info,
             Opcode.CREATE_CONTEXT: self._create_context,
             Opcode.DESTROY_CONTEXT: self._destroy_context,
@@ -75,6 +76,7 @@ class GuestCommands(GuestBook):
             Opcode.CANCEL_EVENT: self._cancel_event,
             Opcode.DESTROY_EVENT: self._destroy_event,
         }
+        self._handlers: dict[int, Callable[[Request], bytes | CheckedRead]] = {int(k): v for k, v in handlers.items()}
 
     @staticmethod
     def _ok(req: Request, payload: bytes = b"") -> bytes:

@@ -178,7 +178,7 @@ class GuestSession(GuestCommands):
         if self.engine.lost is not None and req.opcode != Opcode.GET_DEVICE_INFO:
             return response_header(Status.DEVICE_LOST, rid)
         try:
-            return self._handlers[Opcode(req.opcode)](req)
+            return self._handlers[req.opcode](req)
         except (Refused, ObjectError) as exc:
             return response_header(exc.status, rid)
         except ReleaseIndeterminate as exc:

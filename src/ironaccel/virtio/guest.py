@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from .guest_direct import DirectRunner
 
 _SUBMITTING = -1  # a remote event id not known yet: SUBMIT is on its way
+_REQUEST_HEADER = RequestHeader._STRUCT  # packed per command without a record made for it
 _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
 # Bulk transfers: pieces small enough that the two copies (caller -> shared memory here, shared memory
 # -> buffer in the device) overlap, large enough that a command's fixed cost stays small beside them.
@@ -158,9 +159,9 @@ class VirtioAccelerator(Accelerator):
         transport = self.transport
         for opcode, body, tail, read_into in commands:
             rid = next(self._request_ids)
-            tail_view = memoryview(tail).cast("B")
-            header = RequestHeader(int(opcode), 0, len(body) + tail_view.nbytes, rid).pack()
-            parts = [header + body, tail_view] if tail_view.nbytes else [header + body]
+            tail_view = tail if type(tail) is memoryview and tail.format == "B" else memoryview(tail).cast("B")
+            head = _REQUEST_HEADER.pack(opcode, 0, len(body) + tail_view.nbytes, rid) + body
+            parts = [head, tail_view] if tail_view.nbytes else [head]
             sink = read_into if read_into is not None and _in_place(transport, read_into) else None
             if sink is not None:
                 frames.append((parts, HEADER_BYTES, sink))

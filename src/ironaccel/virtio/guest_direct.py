@@ -61,16 +61,32 @@ _POLL_FIRST, _POLL_MAX = 20e-6, 2e-3
 _USAGE = int(BufferUsage.PROGRAM_INPUT | BufferUsage.PROGRAM_OUTPUT | BufferUsage.TRANSFER_SOURCE)
 _USAGE |= int(BufferUsage.TRANSFER_DESTINATION)
 _STATEFUL = {Op.VARIABLE, Op.VARIABLE_READ, Op.VARIABLE_WRITE}
+_OBJECT = ObjectPayload._STRUCT
 
 
 class _Staging:
-    """Device buffers (one per slot) that one direct call at a time uses."""
+    """Device buffers (one per slot) that one direct call at a time uses, and the request payloads that
+    name them: the same bytes every call, packed once (``frame``)."""
 
-    __slots__ = ("buffers", "finished")
+    __slots__ = ("buffers", "finished", "frames")
 
     def __init__(self, buffers: list[int]) -> None:
         self.buffers = buffers
         self.finished: int | None = None  # the last call's terminal event, destroyed by the next call
+        self.frames: dict[tuple[int, int, int], bytes] = {}
+
+    def transfer(self, opcode: Opcode, buffer_id: int, nbytes: int) -> bytes:
+        """The payload of a WRITE_BUFFER or READ_BUFFER of ``nbytes`` at offset 0 of ``buffer_id``."""
+        key = (int(opcode), buffer_id, nbytes)
+        frame = self.frames.get(key)
+        if frame is None:
+            frame = self.frames[key] = TransferBufferRequest(buffer_id, 0, nbytes).pack()
+        return frame
+
+
+def _object(object_id: int) -> bytes:
+    """An ObjectPayload's bytes (the event commands'), without a record made for it."""
+    return _OBJECT.pack(object_id)
 
 
 class _Started:
@@ -80,7 +96,7 @@ class _Started:
         self.runner, self.staging, self.event = runner, staging, event
 
     def done(self) -> bool:
-        answer = self.runner.acc._command(Opcode.POLL_EVENT, ObjectPayload(self.event).pack())
+        answer = self.runner.acc._command(Opcode.POLL_EVENT, _object(self.event))
         if answer.status != Status.OK:
             return True  # finish() reports the failure
         return EventStateCode(answer.body.state) is not EventStateCode.PENDING
@@ -172,20 +188,14 @@ class DirectRunner:
         if any(view.nbytes > acc._write_chunk for view in data):
             self._release_finished(staging)  # segmented writes go ahead of the batch
         if staging.finished is not None:  # the previous call's event, terminal: released first
-            commands.append((Opcode.DESTROY_EVENT, ObjectPayload(staging.finished).pack(), b"", None))
+            commands.append((Opcode.DESTROY_EVENT, _object(staging.finished), b"", None))
         for buffer_id, view in zip(staging.buffers, data, strict=False):
             if view.nbytes > acc._write_chunk:
                 acc._write(buffer_id, 0, view)
             else:
-                prefix = TransferBufferRequest(buffer_id, 0, view.nbytes).pack()
+                prefix = staging.transfer(Opcode.WRITE_BUFFER, buffer_id, view.nbytes)
                 commands.append((Opcode.WRITE_BUFFER, prefix, view, None))
-        bindings = b"".join(
-            WireBinding(buffer_id, 0, nbytes, slot, access).pack()
-            for buffer_id, (slot, nbytes, access) in zip(staging.buffers, self._bindings, strict=True)
-        )
-        assert self._queue is not None
-        submit = SubmitRequest(self._queue, self.program, len(self._bindings), 0, 0).pack()
-        commands.append((Opcode.SUBMIT, submit + bindings, b"", None))
+        commands.append((Opcode.SUBMIT, self._submit_payload(staging), b"", None))
         answers = acc._batch(commands)
         if commands[0][0] is Opcode.DESTROY_EVENT:
             staging.finished = None
@@ -200,6 +210,20 @@ class DirectRunner:
             raise
         return event
 
+    def _submit_payload(self, staging: _Staging) -> bytes:
+        """SUBMIT's payload for ``staging``: the same every call (no deadline), packed once."""
+        key = (int(Opcode.SUBMIT), 0, 0)
+        payload = staging.frames.get(key)
+        if payload is None:
+            assert self._queue is not None
+            bindings = b"".join(
+                WireBinding(buffer_id, 0, nbytes, slot, access).pack()
+                for buffer_id, (slot, nbytes, access) in zip(staging.buffers, self._bindings, strict=True)
+            )
+            submit = SubmitRequest(self._queue, self.program, len(self._bindings), 0, 0).pack()
+            payload = staging.frames[key] = submit + bindings
+        return payload
+
     def _collect(
         self, staging: _Staging, event: int, outputs: Sequence[np.ndarray], timeout: float | None
     ) -> IronAccelError | None:
@@ -211,9 +235,9 @@ class DirectRunner:
         out_ids = staging.buffers[len(self.inputs) :]
         views = [memoryview(out.reshape(-1).view(np.uint8)) for out in outputs]
         small = sum(v.nbytes for v in views) <= SMALL_BYTES
-        poll = (Opcode.POLL_EVENT, ObjectPayload(event).pack(), b"", None)
+        poll = (Opcode.POLL_EVENT, _object(event), b"", None)
         reads = [
-            (Opcode.READ_BUFFER, TransferBufferRequest(buffer_id, 0, view.nbytes).pack(), b"", view)
+            (Opcode.READ_BUFFER, staging.transfer(Opcode.READ_BUFFER, buffer_id, view.nbytes), b"", view)
             for buffer_id, view in zip(out_ids, views, strict=True)
         ]
         # Reads posted behind the poll count once the poll is terminal (terminal is final).
@@ -250,7 +274,7 @@ class DirectRunner:
     def _release_finished(self, staging: _Staging) -> None:
         if staging.finished is not None:
             event, staging.finished = staging.finished, None
-            answer = self.acc._command(Opcode.DESTROY_EVENT, ObjectPayload(event).pack())
+            answer = self.acc._command(Opcode.DESTROY_EVENT, _object(event))
             if answer.status != Status.OK:
                 raise error_for(answer.status, "DESTROY_EVENT")
 

@@ -45,6 +45,7 @@ from .wire_structs import (
 _MEMORY_DOMAINS = frozenset(int(d) for d in MemoryDomain)
 _ACCESS = frozenset(int(a) for a in Access)
 _HARD_MAXIMA = DecodeLimits()  # protocol 1.0's own bounds: what a decoder applies before any negotiation
+_HEADER = RequestHeader._STRUCT  # read straight into locals: no record per request
 
 
 class _Payload:
@@ -218,6 +219,9 @@ _DECODERS: dict[Opcode, Callable[[_Payload], Body]] = {
     Opcode.DESTROY_EVENT: _object,
 }
 
+# The opcode's wire value to its member and decoder: one lookup, and a miss is an unknown opcode.
+_BY_CODE: dict[int, tuple[Opcode, Callable[[_Payload], Body]]] = {int(op): (op, fn) for op, fn in _DECODERS.items()}
+
 
 def decode_request(frame: Bytes, limits: DecodeLimits = _HARD_MAXIMA, tail: Bytes | None = None) -> Request:
     """Decode one request. Raises FrameTooShort (no header: answer nothing) or RequestRejected (answer
@@ -230,26 +234,25 @@ def decode_request(frame: Bytes, limits: DecodeLimits = _HARD_MAXIMA, tail: Byte
     extra = None if tail is None else byte_view(tail)
     if len(view) < HEADER_BYTES:
         raise FrameTooShort(f"a request header is {HEADER_BYTES} bytes, got {len(view)}")
-    header = RequestHeader.unpack(view)
-    rid = header.request_id
-    total = HEADER_BYTES + header.payload_bytes
+    code, flags, payload_bytes, rid = _HEADER.unpack_from(view)
+    total = HEADER_BYTES + payload_bytes
     size = len(view) + (0 if extra is None else len(extra))
     if max(total, size) > limits.max_request_bytes:
         size = max(total, size)
         raise RequestRejected(Status.RESOURCE_LIMIT, rid, f"{size}-byte request exceeds {limits.max_request_bytes}")
     if size != total:
         raise RequestRejected(Status.INVALID_ARGUMENT, rid, f"header announces {total} bytes, the request has {size}")
-    try:
-        opcode = Opcode(header.opcode)
-    except ValueError:
-        raise RequestRejected(Status.UNSUPPORTED, rid, f"unknown opcode {header.opcode:#06x}") from None
-    if header.flags & ~KNOWN_REQUEST_FLAGS:
-        raise RequestRejected(Status.UNSUPPORTED, rid, f"request flags {header.flags:#x} are reserved")
+    known = _BY_CODE.get(code)
+    if known is None:
+        raise RequestRejected(Status.UNSUPPORTED, rid, f"unknown opcode {code:#06x}")
+    opcode, decoder = known
+    if flags & ~KNOWN_REQUEST_FLAGS:
+        raise RequestRejected(Status.UNSUPPORTED, rid, f"request flags {flags:#x} are reserved")
     if rid == 0:
         raise RequestRejected(Status.INVALID_ARGUMENT, rid, "request id is zero")
     if extra is not None and opcode is not Opcode.WRITE_BUFFER:
         raise RequestRejected(Status.INVALID_ARGUMENT, rid, f"{opcode.name} carries no detached data")
-    body = _DECODERS[opcode](_Payload(view[HEADER_BYTES:], rid, limits, extra))
+    body = decoder(_Payload(view[HEADER_BYTES:], rid, limits, extra))
     return Request(opcode, rid, body)
 
 

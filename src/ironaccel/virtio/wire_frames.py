@@ -15,6 +15,7 @@ owes, lives beside: :func:`~.wire_decode_request.decode_request` (a guest's requ
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Iterable
 
 from .wire_constants import (
@@ -147,7 +148,6 @@ def _encode_body(body: Body) -> bytes:
     return bytes(body)  # an opaque payload (hostile frames in tests)
 
 
-
 def byte_view(frame: Bytes) -> memoryview:
     """``frame`` as a flat view of bytes (no copy)."""
     view = memoryview(frame)
@@ -188,8 +188,14 @@ class Response:
         return not self.ok and isinstance(self.body, SubmitResponse)
 
 
+_RESPONSE_HEADER = ResponseHeader._STRUCT
+
+
 def response_header(status: int, request_id: int, payload_bytes: int = 0) -> bytes:
-    return ResponseHeader(status, 0, payload_bytes, request_id).pack()
+    try:  # every answer has one: packed without a record made for it
+        return _RESPONSE_HEADER.pack(status, 0, payload_bytes, request_id)
+    except struct.error:
+        return ResponseHeader(status, 0, payload_bytes, request_id).pack()  # raises InvalidArgument
 
 
 __all__ = [

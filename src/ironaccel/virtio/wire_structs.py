@@ -69,12 +69,16 @@ class Packed:
     _STRUCT: ClassVar[struct.Struct]
     _COUNTS: ClassVar[tuple[int, ...]]  # struct items per field: 1, or n for words(n)
     _NAMES: ClassVar[tuple[str, ...]]
+    _FLAT: ClassVar[bool]  # one struct item per field (no words(n)): values go through as they are
 
     def pack(self) -> bytes:
         values: list[Any] = []
-        for name, count in zip(self._NAMES, self._COUNTS, strict=True):
-            value = getattr(self, name)
-            values.extend(value if count > 1 else (value,))
+        if self._FLAT:
+            values = [getattr(self, name) for name in self._NAMES]
+        else:
+            for name, count in zip(self._NAMES, self._COUNTS, strict=True):
+                value = getattr(self, name)
+                values.extend(value if count > 1 else (value,))
         try:
             return self._STRUCT.pack(*values)
         except struct.error as exc:
@@ -86,6 +90,8 @@ class Packed:
         if offset < 0 or len(data) - offset < cls.SIZE:
             raise FrameTooShort(f"{cls.__name__} needs {cls.SIZE} bytes, {max(0, len(data) - offset)} remain")
         items = cls._STRUCT.unpack_from(data, offset)
+        if cls._FLAT:
+            return cls(*items)
         values: list[Any] = []
         i = 0
         for count in cls._COUNTS:
@@ -112,6 +118,7 @@ def packed(cls: type[P]) -> type[P]:
     cls.SIZE = cls._STRUCT.size
     cls._COUNTS = tuple(f.metadata.get("count", 1) for f in fields)
     cls._NAMES = tuple(f.name for f in fields)
+    cls._FLAT = all(count == 1 for count in cls._COUNTS)
     return cls
 
 
