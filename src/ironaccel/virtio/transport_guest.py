@@ -412,12 +412,14 @@ class _Answers(Sequence[memoryview]):
 
     def used(self, index: int) -> int:
         """The chain's used length (a sink's bytes included)."""
-        if not -len(self) <= index < len(self):
+        n = len(self._tokens)
+        if not -n <= index < n:
             raise IndexError(index)
-        index %= len(self)
-        transport = self._transport
-        while len(self._lengths) <= index:
-            with transport._cond:
-                token = self._tokens[len(self._lengths)]
-                self._lengths.append(transport._await(token, self._deadline, self._last))
-        return self._lengths[index]
+        index %= n
+        lengths = self._lengths
+        if len(lengths) <= index:
+            transport = self._transport
+            with transport._cond:  # the waits release it while they sleep
+                while len(lengths) <= index:
+                    lengths.append(transport._await(self._tokens[len(lengths)], self._deadline, self._last))
+        return lengths[index]
