@@ -174,6 +174,17 @@ class ControlledCpu(CpuAccelerator):
         raise DeviceLost(reason)
 
 
+# Threads the process starts on first need and keeps for its life: the runtime's reaper (started when the cyclic
+# collector finds a dropped user-API object, an earlier test's garbage included) and the CPU kernels' helpers. One
+# started during a test is no thread a daemon or a guest left behind.
+PROCESS_THREADS = ("ironaccel-reaper", "ironaccel-cpu-helper-")
+
+
+def thread_count() -> int:
+    """Threads alive now, less the process's own (:data:`PROCESS_THREADS`)."""
+    return sum(1 for t in threading.enumerate() if not t.name.startswith(PROCESS_THREADS))
+
+
 ZERO = {"context": 0, "buffer": 0, "program": 0, "queue": 0, "event": 0, "prepared": 0, "gate": 0, "buffer_bytes": 0}
 
 

@@ -33,7 +33,7 @@ from ironaccel.virtio.engine_account import HOST_MEMORY_FRACTION, HostAccount, a
 from ironaccel.virtio.guest import VirtioAccelerator
 from ironaccel.virtio.guest_bound import declared_bound
 from ironaccel.virtio.ids import ObjectKind
-from virtio_guest import FP_TARGET, ControlledCpu, Guest, add_program
+from virtio_guest import FP_TARGET, ControlledCpu, Guest, add_program, thread_count
 
 OP = w.Opcode
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,7 +265,7 @@ def test_a_guest_that_leaves_has_its_running_work_stopped_and_threads_come_back(
     serving = threading.Thread(target=daemon.serve)
     serving.start()
     try:
-        baseline = threading.active_count()
+        baseline = thread_count()
         guest = VirtioAccelerator(daemon.path)
         ctx = guest.create_context()
         program = guest.load_program(ctx, ArtifactRef(endless_program(), 1 << 20))
@@ -282,9 +282,9 @@ def test_a_guest_that_leaves_has_its_running_work_stopped_and_threads_come_back(
         released = time.monotonic() - start
         assert acc.live_resources() == ZERO and daemon.guests == 0, acc.live_resources()
         assert released < 3, f"the run outlived its guest by {released:.1f} s"
-        while time.monotonic() < deadline and threading.active_count() > baseline:
+        while time.monotonic() < deadline and thread_count() > baseline:
             time.sleep(0.05)
-        assert threading.active_count() <= baseline, [t.name for t in threading.enumerate()]
+        assert thread_count() <= baseline, [t.name for t in threading.enumerate()]
         assert engine.account.held == 0
     finally:
         daemon.stop()
