@@ -523,7 +523,8 @@ def render(results: dict[str, Any]) -> str:
     lines = [
         "# Model zoo on the CPU backend",
         "",
-        f"Run {results['date']} on {env['cpu']} ({env['cores']} cores, load {env['load_before']}); "
+        f"Run {results['date']} on {env['cpu']} ({env['cores']} cores, load {env['load_before']}"
+        f"{', at the end ' + env['load_after'] if 'load_after' in env else ''}); "
         f"{', '.join(f'{k} {v}' for k, v in env['versions'].items())}; {env['peer_versions']}.",
         "Median ms per inference, batch 1 (p10-p90 in brackets); ratio = peer / IronAccel (> 1: IronAccel faster).",
         f"Threads: {env['threads']}.",
@@ -607,7 +608,7 @@ def plot(results: dict[str, Any], path: Path) -> str:
         return "none (no model ran)"
     labels = [f"{r['model']}\n{r['mode']}" for r in rows]
     # From a few ms (MobileNetV2) to seconds (the decoder's prefill): a log axis keeps every bar readable.
-    fig, ax = plt.subplots(figsize=(2.2 * len(rows) + 2, 4.5))
+    fig, ax = plt.subplots(figsize=(1.5 * len(rows) + 2, 4.5))
     width = 0.8 / len(PEERS)
     timed = [e["median_ms"] for r in rows for e in r["peers"].values() if e.get("median_ms")]
     floor = min(timed) / 2  # where "n/a" is written: a log axis has no 0
@@ -712,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
         for peer in peers.values():
             peer.close()
     results["environment"]["wall_seconds"] = round(time.monotonic() - started, 1)
+    # Other work on the machine moves the figures (see the README): the load at the end tells of the run too.
+    results["environment"]["load_after"] = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     if not args.no_merge:
         results["models"] = merged(results["models"], HERE / "results.json")
     if args.no_write:
