@@ -9,7 +9,9 @@ output projection, RMSNorm, a SwiGLU MLP and the residuals, and last RMSNorm and
 are constants of the program, so they reach the device once, when it is loaded. Each call takes every
 layer's K and V caches as DeviceArrays and returns them updated; the loop hands those to the next call,
 so per token only the id and a few position inputs go in, and only the logits come out. A numpy
-version of the same model, with the same weights, checks the tokens and logits.
+version of the same model, with the same weights, checks the tokens and logits. The layer in torch
+(``torch_qkv``, ``torch_attend_mlp``) times torch eager here and is the model zoo's decoder layer
+(benchmarks/models/language.py), over a sequence of tokens as well as one.
 """
 
 from __future__ import annotations
