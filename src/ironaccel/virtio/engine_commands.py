@@ -164,7 +164,7 @@ class GuestCommands(GuestBook):
 
     def _transfer(self, body: TransferBufferRequest, need: BufferUsage) -> GuestObject:
         buf = self._get(body.buffer_id, ObjectKind.BUFFER)
-        if not buf.usage & need:
+        if not buf.usage & need.value:  # an int test: the flag's own operators are Python enum calls
             raise Refused(Status.PERMISSION_DENIED, f"buffer was not allocated with {need.name}")
         if body.offset + body.bytes > buf.size:
             raise Refused(Status.OUT_OF_BOUNDS, f"[{body.offset}, +{body.bytes}) outside a {buf.size}-byte buffer")

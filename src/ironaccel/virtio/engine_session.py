@@ -118,7 +118,7 @@ class GuestSession(GuestCommands):
                 response[:HEADER_BYTES] = response_header(Status.OK, reply.request_id, reply.length)
                 return HEADER_BYTES + reply.length
             head = min(len(reply), response.nbytes)
-            response[:head] = reply[:head]
+            response[:head] = reply if head == len(reply) else reply[:head]
             if head < len(reply):  # only with a sink, which _run's capacity check counted
                 assert sink is not None
                 sink[: len(reply) - head] = reply[head:]

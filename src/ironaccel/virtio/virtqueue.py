@@ -182,11 +182,13 @@ class GuestMemory:
         raise OutOfBounds(f"guest range [{addr:#x}, +{length}) is not inside guest memory")
 
     def contains(self, addr: int, length: int) -> bool:
-        try:
-            self.slice(addr, length)
-        except OutOfBounds:
-            return False
-        return True
+        """Whether [addr, addr + length) lies inside one region (no view is made)."""
+        if length >= 0:
+            for r in self.regions:
+                offset = addr - r.guest_addr
+                if 0 <= offset and offset + length <= r.size:
+                    return True
+        return False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -101,10 +101,12 @@ class DriverQueue:
         regions = [(a, n, 0) for a, n in readable] + [(a, n, DESC_F_WRITE) for a, n in writable]
         if not readable or not writable:
             raise InvalidArgument("a chain needs at least one request and one response region")
+        contains = self.memory.contains
         for addr, length, _ in regions:
             if not 0 < length < 1 << 32:
                 raise InvalidArgument(f"region length {length} is outside 1 .. 2**32 - 1")
-            self.memory.slice(addr, length)  # our own mistake would otherwise surface as a device error
+            if not contains(addr, length):  # our own mistake would otherwise surface as a device error
+                self.memory.slice(addr, length)  # raises OutOfBounds naming the range
         wbytes = sum(n for _, n in writable)
         use_indirect = self.indirect is not None and 1 < len(regions) <= self.indirect.per_head
         needed = 1 if use_indirect else len(regions)

@@ -131,7 +131,7 @@ class Request:
         """Writable bytes this command's largest response needs (checked before anything changes)."""
         if self.opcode == Opcode.READ_BUFFER and isinstance(self.body, TransferBufferRequest):
             return HEADER_BYTES + self.body.bytes
-        return RESPONSE_CAPACITY[Opcode(self.opcode)]
+        return RESPONSE_CAPACITY[self.opcode]  # an Opcode member or its wire value: the same entry
 
 
 def _encode_body(body: Body) -> bytes:
