@@ -143,16 +143,14 @@ static inline unsigned long long __umul64hi(unsigned long long x, unsigned long 
 }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
-/* Byte permutation: output byte i is byte (s >> 4i) & 7 of the pair (y:x), or that byte's bit 7 replicated
-   where the selector nibble's bit 3 is set. */
+/* Byte permutation as CUDA documents __byte_perm: output byte i is byte (s >> 4i) & 7 of the pair (y:x);
+   the selector nibble's bit 3 is ignored. */
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long pair = ((unsigned long long)y << 32) | x;
     unsigned r = 0u;
-    for (int i = 0; i < 4; ++i) {
-        const unsigned nibble = (s >> (4 * i)) & 15u;
-        unsigned byte = (unsigned)(pair >> (8 * (nibble & 7u))) & 0xFFu;
-        if (nibble & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
-        r |= byte << (8 * i);
+    for (int i = 0; i < 4; ++i) { /* CUDA's intrinsic reads 3 bits of each nibble: no sign replication */
+        const unsigned selector = (s >> (4 * i)) & 7u;
+        r |= ((unsigned)(pair >> (8 * selector)) & 0xFFu) << (8 * i);
     }
     return r;
 }

@@ -72,16 +72,18 @@ IA_FN float ia_nvfp4_scale(unsigned code) {
 
 /* The eight E2M1 values of a packed word, element 2j in the low nibble of byte j. Each value's fp32 bits
    are a table look-up: the sign-stripped nibbles select the upper and lower byte of the value's top half
-   (bytes of two words, four values per __byte_perm), and the sign is the nibble's top bit, which makes
-   __byte_perm replicate bit 7 of a 0x80 byte (0xFF for negative codes, 0x80 otherwise). */
+   (bytes of two words, four values per __byte_perm), and each nibble's top bit is shifted into bit 7 of
+   its value's byte. __byte_perm reads three bits of each selector nibble (its sign-replicating mode is not
+   part of the intrinsic), so the sign cannot come from the selector. */
 IA_FN void ia_nvfp4_word(unsigned w, float out[8]) {
     const unsigned magnitudes = w & 0x77777777u;
     for (int half = 0; half < 2; ++half) {
         const unsigned sel = half ? magnitudes >> 16 : magnitudes, codes = half ? w >> 16 : w;
         const unsigned hi_bytes = __byte_perm(0x3F3F3F00u, 0x40404040u, sel);
         const unsigned lo_bytes = __byte_perm(0xC0800000u, 0xC0804000u, sel);
-        const unsigned signs = __byte_perm(0x80808080u, 0x80808080u, codes) << 1;
-        const unsigned hi = hi_bytes | (signs & 0x80808080u);
+        const unsigned signs = ((codes & 0x8u) << 4) | ((codes & 0x80u) << 8) | ((codes & 0x800u) << 12)
+                             | ((codes & 0x8000u) << 16);
+        const unsigned hi = hi_bytes | signs;
         const unsigned p01 = __byte_perm(lo_bytes, hi, 0x5140u), p23 = __byte_perm(lo_bytes, hi, 0x7362u);
         out[4 * half + 0] = ia_float(p01 << 16);
         out[4 * half + 1] = ia_float(p01 & 0xFFFF0000u);
