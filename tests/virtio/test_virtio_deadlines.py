@@ -5,6 +5,7 @@ the socket path it cannot serve."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import importlib
 import logging
 import math
@@ -431,3 +432,20 @@ def test_the_socket_path_appears_only_once_the_daemon_listens(tmp_path, monkeypa
     finally:
         daemon._shutdown()
     assert not os.path.exists(path)
+
+
+def test_a_file_system_without_hard_links_still_gets_its_socket(tmp_path, monkeypatch):
+    def no_links(src, dst, *args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = str(tmp_path / "accel.sock")
+    daemon = Daemon(path, lambda: None)
+    daemon.listen()  # bound at the path itself, as where there is no room for a hidden name
+    try:
+        assert os.listdir(tmp_path) == ["accel.sock"]
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(path)
+        client.close()
+    finally:
+        daemon._shutdown()

@@ -84,25 +84,14 @@ class Daemon:
         """Bind the socket (replacing a stale one nobody listens on). ``serve`` calls it if needed.
         Raises an IronAccelError naming the path (see the module's description)."""
         _remove_stale(self.path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         # Clients wait for the socket file and then connect: bound at a hidden name and listening before it is
         # linked at the path, the file never stands there refusing them, and a daemon starting beside this
         # one never takes it for a stale socket. link, not rename: a socket that appeared meanwhile is kept.
         hidden = _hidden_name(self.path)
-        old_umask = os.umask(0o177)
-        try:
-            sock.bind(hidden or self.path)
-            sock.listen(BACKLOG)
-            if hidden:
-                os.link(hidden, self.path)
-        except OSError as exc:
-            sock.close()
-            raise _listen_error(self.path, exc) from exc
-        finally:
-            os.umask(old_umask)
-            if hidden:
-                with contextlib.suppress(OSError):
-                    os.unlink(hidden)
+        sock = _bound(hidden, self.path) if hidden else None
+        if sock is None:  # no room for the hidden name, or a file system without hard links
+            sock = _bound(self.path, None)
+        assert sock is not None  # without a link to make, binding succeeds or raises
         sock.setblocking(False)  # a peer gone between select and accept must not stall the loop
         self._listener = sock
         log.info("listening on %s", self.path)
@@ -236,6 +225,32 @@ def _peer(sock: socket.socket) -> tuple[int | str, int | str]:
     except OSError:
         return "?", "?"
     return pid, uid
+
+
+def _bound(name: str, link: str | None) -> socket.socket | None:
+    """A socket bound at ``name`` and listening, then linked at ``link`` (``name`` removed); None where
+    the file system refuses the hard link. Errors name the socket path."""
+    path = link or name
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old_umask = os.umask(0o177)
+    linking = False
+    try:
+        sock.bind(name)
+        sock.listen(BACKLOG)
+        if link is not None:
+            linking = True
+            os.link(name, link)
+    except OSError as exc:
+        sock.close()
+        if linking and exc.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            return None
+        raise _listen_error(path, exc) from exc
+    finally:
+        os.umask(old_umask)
+        if link is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+    return sock
 
 
 def _hidden_name(path: str) -> str | None:
