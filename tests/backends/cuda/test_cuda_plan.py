@@ -194,12 +194,13 @@ def test_where_no_device_opens_the_reason_is_clear_and_auto_still_opens_one():
         assert dev.info.kind != "cuda"
 
 
-def _ranges(p, bases, lengths=None):
-    """Bound ranges over stand-in buffers at ``bases``, one per input then output, each whole."""
+def _ranges(p, bases, lengths=None, host=0):
+    """Bound ranges over stand-in buffers at ``bases``, one per input then output, each whole; ``host`` is
+    every buffer's host address (0: device memory)."""
     places = (*p.inputs, *p.outputs)[: len(bases)]
     lengths = lengths or [pl.size for pl in places]
     return [
-        BoundRange(slot, SimpleNamespace(device=base), 0, length, None, None)
+        BoundRange(slot, SimpleNamespace(device=base, host=host), 0, length, None, None)
         for slot, (base, length) in enumerate(zip(bases, lengths, strict=True))
     ]
 
@@ -207,8 +208,9 @@ def _ranges(p, bases, lengths=None):
 def test_aligned_whole_ranges_stand_in_for_the_io_places():
     p = plan.build(_chain())
     loaded = lambda place: {"arena": 0x100000, "const": 0x200000}[place.buffer] + place.offset  # noqa: E731
-    address = direct_addresses(p, _ranges(p, [0x400000, 0x500000]), loaded)
-    assert address is not None
+    direct = direct_addresses(p, _ranges(p, [0x400000, 0x500000]), loaded)
+    assert direct is not None and direct[1] == {0, 1}
+    address = direct[0]
     assert address(p.inputs[0]) == 0x400000 and address(p.outputs[0]) == 0x500000
     add = p.launches[0]
     assert address(add.write) == 0x100000 + add.write.offset  # intermediates stay in the arena
@@ -222,3 +224,16 @@ def test_ranges_that_cannot_stand_in_leave_the_run_copying():
     assert direct_addresses(p, _ranges(p, [0x400000, 0x400000]), loaded) is None  # the output overlaps the input
     assert direct_addresses(p, _ranges(p, [0x400000, 0x500000], [12, 24]), loaded) is None  # not whole
     assert direct_addresses(p, _ranges(p, [0x400000]), loaded) is None  # the output not bound
+    # pinned host memory mapped into the device: kernels would read it across the bus, so the run copies it
+    assert direct_addresses(p, _ranges(p, [0x400000, 0x500000], host=0x7F0000000000), loaded) is None
+
+
+def test_ranges_in_host_memory_are_copied_while_device_ranges_stand_in():
+    p = plan.build(_chain())
+    loaded = lambda place: 0x100000 + place.offset  # noqa: E731
+    x, y = _ranges(p, [0x7F0000000000, 0x500000])
+    x = BoundRange(x.slot, SimpleNamespace(device=0x7F0000000000, host=0x7F0000000000), 0, x.length, None, None)
+    address, in_place = direct_addresses(p, [x, y], loaded)
+    assert in_place == {1}
+    assert address(p.inputs[0]) == 0x100000 + p.inputs[0].offset  # x is copied into its arena place
+    assert address(p.outputs[0]) == 0x500000

@@ -113,10 +113,10 @@ def _scalar_addresses(step: Launch, address: Callable[[Place], int]) -> Launch:
 
 
 class _Run:
-    """What runs with one set of bound ranges: the commands, whether they use the ranges in place, the
-    captured graph (graph, executable) or None."""
+    """What runs with one set of bound ranges: the commands, the slots whose ranges they use in place (the
+    others are copied in and out), the captured graph (graph, executable) or None."""
 
-    def __init__(self, commands: list[Any], direct: bool) -> None:
+    def __init__(self, commands: list[Any], direct: frozenset[int]) -> None:
         self.commands, self.direct = commands, direct
         self.graph: tuple[Any, Any] | None = None
 
@@ -203,7 +203,10 @@ class LoadedProgram:
         run = self.runs.get(key)
         if run is None:
             direct = direct_addresses(self.plan, ranges, self.address)
-            run = _Run(self._commands(direct) if direct is not None else self.commands, direct is not None)
+            if direct is None:
+                run = _Run(self.commands, frozenset())
+            else:
+                run = _Run(self._commands(direct[0]), direct[1])
             if self.device.graphs and self.graphs_refused is None:
                 run.graph = self._capture(stream, ranges, run)
             self.runs[key] = run
@@ -246,17 +249,17 @@ class LoadedProgram:
             run.graph = None
 
     def _enqueue_commands(self, stream: Any, ranges: Sequence[BoundRange], run: _Run) -> None:
-        """``run``'s commands; unless they use the bound ranges in place, the bound inputs copied into their
-        places before and the outputs copied out to their bound ranges after."""
+        """``run``'s commands; the bound inputs they do not use in place copied into their places before, and
+        such outputs copied out to their bound ranges after."""
         driver = self.device.api
         n_inputs = len(self.inputs)
         for r in ranges:
-            if not run.direct and r.slot < n_inputs and r.length:
+            if r.slot not in run.direct and r.slot < n_inputs and r.length:
                 _Copy(self.inputs[r.slot], r.native.device + r.offset, r.length).enqueue(driver, stream)
         for command in run.commands:
             command.enqueue(driver, stream)
         for r in ranges:
-            if not run.direct and r.slot >= n_inputs and r.length:
+            if r.slot not in run.direct and r.slot >= n_inputs and r.length:
                 _Copy(r.native.device + r.offset, self.outputs[r.slot - n_inputs], r.length).enqueue(driver, stream)
 
     def destroy(self) -> None:
