@@ -97,12 +97,13 @@ class Resets(Book):
                 self._refusing = bool(self._resetting) or self._poisoned is not None
 
     def _reset(self, ctx: Context, end: float) -> ContextReset:
+        from .gate import HostGate
         from .prepared import Resubmit
-        from .submission import PARKED, ContextGate
+        from .submission import PARKED
 
         why = f"{ctx!r} was reset"
         with self._lock:
-            gates: list[ContextGate] = list(self._gates.pop(ctx, ()))
+            gates: list[HostGate] = list(self._gates.pop(ctx, ()))
             launchers = [r.native for r in self._children(ctx, Prepared)]
         for launcher in launchers:
             if isinstance(launcher, Resubmit):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ..core.errors import (
     Busy,
@@ -32,31 +32,6 @@ from .types import Binding
 PARKED = "parked"  # an event record's ``extra`` while its work waits on a host gate
 
 
-class ContextGate(HostGate):
-    """The host gate the contract hands out: a :class:`HostGate` that a reset of its context makes stale
-    (``signal`` raises InvalidArgument naming the reset and starts nothing: the reset cancelled the work
-    parked on it)."""
-
-    _stale: str | None = None
-
-    def signal(self, value: int) -> None:
-        if self._stale is not None:
-            raise InvalidArgument(self._stale)
-        super().signal(value)
-
-    def when(self, value: int, fn: Callable[[], None]) -> None:
-        with self._lock:
-            if self._stale is not None:
-                return  # admitted as the reset began: the reset cancels the work, which never starts
-        super().when(value, fn)
-
-    def close(self, why: str) -> None:
-        """Make the gate stale; the work parked on it is never started by it."""
-        with self._lock:
-            self._stale = why
-            self._waiters = []
-
-
 def positive_timeout(timeout: float) -> float:
     """``timeout`` as seconds, once it is a positive number (None is the caller's to handle)."""
     if not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -75,7 +50,7 @@ class Submission(Binder):
             self._record(ctx, Context)
             if self._resetting:
                 self._refuse(ctx)
-            gate = ContextGate(self, ctx)
+            gate = HostGate(self, ctx)
             gates = self._gates.get(ctx)
             if gates is None:
                 gates = self._gates[ctx] = weakref.WeakSet()
