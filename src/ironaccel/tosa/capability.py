@@ -390,6 +390,21 @@ def problems(program: Program, descriptor: CapabilityDescriptor) -> list[str]:
     return found
 
 
+def straight_line_refusals(backend: str, recorded_as: str) -> dict[Op, str]:
+    """The ``refusals`` of a backend that records a program as ``recorded_as`` (straight-line work with no
+    control flow) and offers neither FFT nor variables: each reason names ``backend`` and where to run it."""
+    control_flow = f"control flow is not run on {backend}: a program is recorded as {recorded_as}; run it on cpu"
+    fft = f"FFT is not offered on {backend} (EXT-FFT is not in this backend's target); run it on cpu"
+    return {
+        Op.COND_IF: control_flow,
+        Op.WHILE_LOOP: control_flow,
+        Op.FFT2D: fft,
+        Op.RFFT2D: fft,
+        Op.VARIABLE: f"variables are not offered on {backend} (EXT-VARIABLE); run the program on cpu",
+        Op.CUSTOM: "CUSTOM operators have no agreed meaning, so no backend but a vendor's own can run them",
+    }
+
+
 def supported(ops: Iterable[Op | str], **support: Any) -> dict[Op, OperatorSupport]:
     """``{op: OperatorSupport(**support)}`` for several operators (descriptor building shorthand)."""
     return {Op.parse(op): OperatorSupport(**support) for op in ops}
@@ -410,6 +425,7 @@ __all__ = [
     "max_rank",
     "per_tensor_rescale",
     "problems",
+    "straight_line_refusals",
     "supported",
     "zero_zero_points",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from ...tosa.capability import CapabilityDescriptor, OperatorSupport
+from ...tosa.capability import CapabilityDescriptor, OperatorSupport, straight_line_refusals
 from ...tosa.lowering_table import signature_types
 from ...tosa.operators import Op
 from ...tosa.target import Target
@@ -28,18 +28,9 @@ TARGET = Target.of(
 )
 NAME = "cuda-nvrtc-cublaslt"
 
-_CONTROL_FLOW = (
-    "control flow is not run on CUDA: a program is recorded as one graph of straight-line launches, and "
-    "conditional graph nodes are not used; run it on cpu"
+REFUSALS = straight_line_refusals(
+    "CUDA", "one graph of straight-line launches, and conditional graph nodes are not used"
 )
-REFUSALS = {
-    Op.COND_IF: _CONTROL_FLOW,
-    Op.WHILE_LOOP: _CONTROL_FLOW,
-    Op.FFT2D: "FFT is not offered on CUDA (EXT-FFT is not in this backend's target); run it on cpu",
-    Op.RFFT2D: "FFT is not offered on CUDA (EXT-FFT is not in this backend's target); run it on cpu",
-    Op.VARIABLE: "variables are not offered on CUDA (EXT-VARIABLE); run the program on cpu",
-    Op.CUSTOM: "CUSTOM operators have no agreed meaning, so no backend but a vendor's own can run them",
-}
 
 
 def operator_table() -> dict[Op, OperatorSupport]:

@@ -36,7 +36,7 @@ names the operator, tensor and type.
 
 from __future__ import annotations
 
-from ...tosa.capability import CapabilityDescriptor, OperatorSupport, Signature
+from ...tosa.capability import CapabilityDescriptor, OperatorSupport, Signature, straight_line_refusals
 from ...tosa.dtypes import DType
 from ...tosa.lowering_table import Keep, signature_types
 from ...tosa.operators import Op
@@ -55,18 +55,7 @@ INTEGER_OR_BOOL = frozenset({DType.BOOL, DType.INT4, DType.INT8, DType.INT16, DT
 _PRO_FP = Target.of(profiles=["pro-fp"], level="8k").enabled
 
 
-_CONTROL_FLOW = (
-    "control flow is not run on Vulkan: a program is recorded as one command buffer of straight-line "
-    "dispatches; run it on cpu"
-)
-REFUSALS = {
-    Op.COND_IF: _CONTROL_FLOW,
-    Op.WHILE_LOOP: _CONTROL_FLOW,
-    Op.FFT2D: "FFT is not offered on Vulkan (EXT-FFT is not in this backend's target); run it on cpu",
-    Op.RFFT2D: "FFT is not offered on Vulkan (EXT-FFT is not in this backend's target); run it on cpu",
-    Op.VARIABLE: "variables are not offered on Vulkan (EXT-VARIABLE); run the program on cpu",
-    Op.CUSTOM: "CUSTOM operators have no agreed meaning, so no backend but a vendor's own can run them",
-}
+REFUSALS = straight_line_refusals("Vulkan", "one command buffer of straight-line dispatches")
 
 
 def _types(sig: Signature) -> frozenset[DType]:
