@@ -29,11 +29,7 @@ def _works(acc: Accelerator) -> None:
         acc.destroy_context(ctx)
         return
     f = Fixture(acc)
-    f.write_inputs(np.arange(4), np.full(4, 10))
-    ev = acc.submit(f.queue, f.program, f.bindings())
-    assert acc.wait(ev, 30) is EventState.COMPLETE, acc.event_error(ev)
-    np.testing.assert_array_equal(f.output(), np.arange(4, dtype=np.float32) + 10)
-    acc.destroy_event(ev)
+    f.add(np.arange(4), np.full(4, 10))
     f.close()
 
 

@@ -15,7 +15,16 @@ from collections.abc import Callable
 import numpy as np
 
 from ..core.errors import Unsupported
-from ..runtime import Accelerator, ArtifactRef, Binding, BufferDesc, BufferUsage, Context, MemoryDomain
+from ..runtime import (
+    Accelerator,
+    ArtifactRef,
+    Binding,
+    BufferDesc,
+    BufferUsage,
+    Context,
+    EventState,
+    MemoryDomain,
+)
 from ..runtime import Program as ProgramHandle
 from ..tosa.dtypes import DType
 from ..tosa.ir import Block, Operator, Program, Region, Tensor
@@ -134,6 +143,14 @@ class Fixture:
 
     def output(self) -> np.ndarray:
         return np.frombuffer(self.acc.read_buffer(self.bufs[2], 0, 16), np.float32)
+
+    def add(self, a: np.ndarray, b: np.ndarray) -> None:
+        """Run ADD on ``a`` and ``b`` to completion and check its sum; the event is destroyed after."""
+        self.write_inputs(a, b)
+        ev = self.acc.submit(self.queue, self.program, self.bindings())
+        assert self.acc.wait(ev, 30) is EventState.COMPLETE, self.acc.event_error(ev)
+        np.testing.assert_array_equal(self.output(), (a + b).astype(np.float32))
+        self.acc.destroy_event(ev)
 
     def close(self) -> None:
         for b in self.bufs:
