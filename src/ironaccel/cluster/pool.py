@@ -3,8 +3,11 @@ compiled program, fed by :meth:`Pool.map` with a bounded window of work in fligh
 
 Placement is Ray's: a replica asks for one unit (or ``per_replica``) of its backend's resource,
 ``ironaccel_<backend>``, which only nodes started with :func:`~.resources.node_resources` have. Inputs and
-outputs travel through Ray's object store: each batch of inputs is put there once (a retry reuses it) and
-numpy arrays come back as zero-copy, read-only views of the store.
+outputs travel as the task's arguments and results: Ray carries a small batch inside the task itself and
+a large one through its object store (the pool keeps each batch until it is answered, for a retry), and
+numpy arrays come back as zero-copy, read-only views of what Ray received. A batch whose items share one form travels
+stacked, one array per input and per output (:mod:`.batches`), so Ray handles a few buffers per batch
+rather than one per array.
 
 Faults lose nothing: when a replica dies (its process killed, its node gone) or loses its device, every
 batch it had in flight runs again on another replica, each input still yields exactly one output, in order
@@ -25,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..core.errors import DeadlineExpired, InvalidArgument, Unsupported
+from .batches import Stacked, pack
 from .failures import PoolExhausted, ReplicaFailure, replica_errors
 from .fleet import STARTING, Fleet
 from .replica import ReplicaLost, check_threads, pack_program
@@ -37,7 +41,7 @@ PER_DEVICE = "per-device"
 class _Batch:
     index: int
     first: int  # the position of its first input in the map's input stream
-    ref: Any  # the inputs in the object store
+    inputs: Any  # what travels: a Stacked batch or the list of items (kept for a retry)
     size: int
     attempts: int = 0
     replica: int = -1
@@ -284,13 +288,13 @@ class Pool:
                     if not items:
                         exhausted = True
                         continue
-                    batch = _Batch(next(numbers), taken, ray.put(items), len(items))
+                    batch = _Batch(next(numbers), taken, pack(items), len(items))
                     taken += len(items)
                 member = fleet.choose()
                 batch.attempts += 1
                 batch.replica = member.index
                 member.in_flight += 1
-                pending[member.actor.run.remote(batch.ref)] = batch
+                pending[member.actor.run.remote(batch.inputs)] = batch
             if not pending and not again and exhausted:
                 break
             starting = {m.ready: m for m in fleet.starting()}
@@ -306,6 +310,8 @@ class Pool:
             member.in_flight -= 1
             try:
                 outputs = ray.get(ready[0])
+                if isinstance(outputs, Stacked):
+                    outputs = outputs.outputs()
             except errors as exc:
                 fleet.failed(member, exc, batch.positions)
                 again.append(batch)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..core.errors import DeviceLost, InvalidArgument
 from . import slots
+from .batches import Stacked, output_arrays
 
 
 class ReplicaLost(Exception):
@@ -126,30 +127,37 @@ class Replica:
             "ready_s": self.ready_s,
         }
 
-    def run(self, items: Sequence[Any]) -> list[list[Any]]:
+    def run(self, items: Sequence[Any] | Stacked) -> list[list[Any]] | Stacked:
         """The outputs of each item, in order. An item is one call's inputs: an array, a tuple or list of them
-        (by position) or a mapping (by name)."""
+        (by position) or a mapping (by name). A :class:`~.batches.Stacked` batch is answered with its outputs
+        stacked the same way (one array per output)."""
         if self._lost is not None:
             raise ReplicaLost(self._lost)
         started = time.perf_counter()
-        out = []
+        stacked = isinstance(items, Stacked)
+        count = items.count if isinstance(items, Stacked) else len(items)
+        out: list[list[Any]] = []
+        outputs = output_arrays(self._exe.outputs, count) if stacked else ()
         try:
-            for item in items:
-                out.append(self.call(item))
+            for i in range(count):
+                if isinstance(items, Stacked):
+                    self.call(items.item(i), [o[i] for o in outputs])
+                else:
+                    out.append(self.call(items[i]))
         except DeviceLost as exc:
             self._lost = f"{self.device_id} on node {self.node}: device lost: {exc}"
             self._close_device()  # the slot stays held: the lost device is not handed to a replacement
             raise ReplicaLost(self._lost) from None
-        self.items += len(items)
+        self.items += count
         self.busy_s += time.perf_counter() - started
-        return out
+        return Stacked(outputs, count) if stacked else out
 
-    def call(self, item: Any) -> list[Any]:
+    def call(self, item: Any, out: list[Any] | None = None) -> list[Any]:
         if isinstance(item, Mapping):
-            return self._exe(dict(item))
+            return self._exe(dict(item), out=out)
         if isinstance(item, tuple | list):
-            return self._exe(*item)
-        return self._exe(item)
+            return self._exe(*item, out=out)
+        return self._exe(item, out=out)
 
     def stats(self) -> dict[str, Any]:
         """Items run and the seconds spent running them (the program's calls, without Ray's transfers)."""
