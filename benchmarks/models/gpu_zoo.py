@@ -222,15 +222,14 @@ def program_inputs(name: str, metadata: dict[str, Any], tensors: tuple[Any, ...]
 
 
 def check(outputs: list[np.ndarray], reference: list[np.ndarray], quantized: bool) -> dict[str, Any]:
-    """The worst output's max |device - cpu|: relative to the cpu output's largest |value| for fp32, in
-    integer steps for int8."""
-    worst: dict[str, Any] = {"max_abs_diff": 0.0, "max_rel_to_peak": 0.0}
+    """The worst output's max |device - cpu|: in integer steps for int8 (the worst by that), else also
+    relative to the cpu output's largest |value| (the worst by that)."""
+    found = []
     for mine, ref in zip(outputs, reference, strict=True):
         diff = float(np.max(np.abs(mine.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
         peak = float(np.max(np.abs(ref))) if ref.size else 0.0
-        rel = diff / peak if peak else diff
-        if rel >= worst["max_rel_to_peak"]:
-            worst = {"max_abs_diff": diff, "max_rel_to_peak": rel}
+        found.append({"max_abs_diff": diff, "max_rel_to_peak": diff / peak if peak else diff})
+    worst = max(found, key=lambda f: f["max_abs_diff" if quantized else "max_rel_to_peak"])
     worst["ok"] = worst["max_abs_diff"] <= INT8_BOUND if quantized else worst["max_rel_to_peak"] <= FP32_BOUND
     return worst
 
@@ -261,9 +260,10 @@ def gpu_time_ms(call: Callable[[], Any]) -> float | str:
 class Devices:
     """IronAccel's devices, opened once for the whole run; one that does not open is remembered with why."""
 
-    def __init__(self) -> None:
+    def __init__(self, allow_software: bool) -> None:
         self.opened: dict[str, Any] = {}
         self.failed: dict[str, str] = {}
+        self.allow_software = allow_software
 
     def get(self, spec: str) -> Any:
         if spec in self.failed:
@@ -276,6 +276,12 @@ class Devices:
             except Exception as exc:  # a missing backend or driver: a reason in the rows, not a crash
                 self.failed[spec] = f"does not open: {_short(exc)}"
                 raise Skip(self.failed[spec]) from exc
+            software = self.opened[spec].info.software
+            if software and spec != "cpu" and not self.allow_software:
+                # A GPU machine without the vendor's Vulkan driver offers lavapipe: minutes per model, no GPU.
+                self.opened.pop(spec).close()
+                self.failed[spec] = f"only a software device ({software}; --allow-software times it)"
+                raise Skip(self.failed[spec])
         return self.opened[spec]
 
     def describe(self) -> dict[str, str]:
@@ -448,7 +454,7 @@ def prepare_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return prepared
 
 
-def environment(devices: Devices) -> dict[str, Any]:
+def environment() -> dict[str, Any]:
     import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
@@ -462,7 +468,7 @@ def environment(devices: Devices) -> dict[str, Any]:
             found[package] = version(package)
         except PackageNotFoundError:
             found[package] = "not installed"
-    gpu, driver = "none (torch sees no CUDA device)", "n/a"
+    gpu, driver = "no GPU (torch sees no CUDA device)", "n/a"
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name()
         found["cuda (torch)"] = str(torch.version.cuda)
@@ -473,12 +479,24 @@ def environment(devices: Devices) -> dict[str, Any]:
             driver = "unknown (no nvidia-smi)"
     return {
         "gpu": gpu,
+        "gpu_short": gpu if torch.cuda.is_available() else "no GPU",
         "driver": driver,
         "host": platform.node(),
         "torch_device": "cuda" if torch.cuda.is_available() else "cpu",
         "versions": found,
-        "ironaccel_devices": devices.describe(),
     }
+
+
+def _write(out: Path, results: dict[str, Any], kept: list[dict[str, Any]]) -> str:
+    """gpu.json and gpu.md as they stand: written after every row, so a run cut short leaves its rows."""
+    import gpu_report
+
+    order = list(ALL_MODELS)
+    whole = dict(results, models=sorted(results["models"] + kept, key=lambda r: order.index(r["model"])))
+    (out / "gpu.json").write_text(json.dumps(whole, indent=1) + "\n")
+    table = gpu_report.render(whole)
+    (out / "gpu.md").write_text(table)
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
@@ -491,159 +509,42 @@ def run(args: argparse.Namespace) -> int:
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    devices = Devices()
+    names = _names(args.models)
+    kept: list[dict[str, Any]] = []
+    if args.merge and (out / "gpu.json").exists():  # the other models' rows of an earlier run into DIR
+        earlier = json.loads((out / "gpu.json").read_text())
+        kept = [r for r in earlier["models"] if r["model"] not in names]
+        for record in kept:
+            record.setdefault("run", earlier["date"])
+    devices = Devices(args.allow_software)
     started = time.monotonic()
-    results: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "models": []}
+    results: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "environment": environment() | {"devices": args.devices, "ironaccel_devices": {}},
+        "bounds": {"fp32": FP32_BOUND, "int8": INT8_BOUND},
+        "models": [],
+    }
     try:
-        for name in _names(args.models):
+        for name in names:
             modes = [m for m in MODES if (Path(args.skeletons) / f"{name}-{m}.tosa.gz").exists()]
             if not modes:
+                _progress(name, f"no skeleton in {args.skeletons}")
                 continue
             failed: set[str] = set()
             prepared = prepare_model(name, args)
             for mode in modes:
                 results["models"].append(run_mode(name, mode, prepared, devices, args, failed))
+                results["environment"]["ironaccel_devices"] = devices.describe()
+                results["environment"]["wall_seconds"] = round(time.monotonic() - started, 1)
+                _write(out, results, kept)
             del prepared
+            torch._dynamo.reset()  # the compiled graphs of this model are not needed again
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-        results["environment"] = environment(devices)
     finally:
         devices.close()
     results["environment"]["wall_seconds"] = round(time.monotonic() - started, 1)
-    results["environment"]["devices"] = args.devices
-    (out / "gpu.json").write_text(json.dumps(results, indent=1) + "\n")
-    table = render(results)
-    (out / "gpu.md").write_text(table)
-    print(table, flush=True)
-    return 0
-
-
-# -- the report ---------------------------------------------------------------------------------------
-def _fmt(entry: dict[str, Any]) -> str:
-    if "na" in entry:
-        return entry["na"].removeprefix("n/a: ")
-    if "median_ms" not in entry:
-        return "-"
-    return f"{entry['median_ms']:.2f} ({entry['p10_ms']:.2f}-{entry['p90_ms']:.2f})"
-
-
-def _fastest(record: dict[str, Any]) -> tuple[str, float] | None:
-    timed = [(spec, e["median_ms"]) for spec, e in record["devices"].items() if "median_ms" in e]
-    return min(timed, key=lambda pair: pair[1]) if timed else None
-
-
-def _fmt_check(record: dict[str, Any]) -> str:
-    if "reference" in record:
-        return f"no cpu reference: {record['reference'].removeprefix('n/a: ')}"
-    parts = []
-    for spec, entry in record["devices"].items():
-        found = entry.get("check")
-        if not found or spec == "cpu":
-            continue
-        if record["mode"] == "int8":
-            text = f"{spec} {found['max_abs_diff']:.0f} steps"
-        else:
-            text = f"{spec} {found['max_abs_diff']:.2g} ({found['max_rel_to_peak']:.1g} of peak)"
-        parts.append(text + ("" if found["ok"] else " OUT OF BOUND"))
-    return "; ".join(parts) or "-"
-
-
-def _fmt_gpu(record: dict[str, Any]) -> str:
-    entry = record["devices"].get("cuda", {})
-    gpu = entry.get("gpu_ms")
-    if gpu is None:
-        return "-"
-    if isinstance(gpu, str):
-        return gpu.removeprefix("n/a: ")
-    wall = entry.get("median_ms")
-    return f"{gpu:.2f}" + (f" ({wall / gpu:.2f}x)" if wall else "")
-
-
-def render(results: dict[str, Any]) -> str:
-    env = results["environment"]
-    devices = env["devices"]
-    opened = "; ".join(f"{spec}: {what}" for spec, what in env["ironaccel_devices"].items())
-    lines = [
-        "# Model zoo on a GPU: IronAccel's GPU backends against torch",
-        "",
-        f"Run {results['date']} on {env['gpu']} (driver {env['driver']}, host {env['host']}, torch peers on "
-        f"{env['torch_device']}); {', '.join(f'{k} {v}' for k, v in env['versions'].items())}.",
-        f"IronAccel devices: {opened}.",
-        "Median ms per inference, batch 1 (p10-p90 in brackets), inputs and outputs held on the device, each "
-        "call synchronous; ratio = peer / the fastest IronAccel device (> 1: IronAccel faster). torch: eager "
-        "and torch.compile (default mode), fp32 with TF32 off, its own random weights.",
-        "IronAccel's weights are drawn at run time (seeded) with the statistics of the exported ones (see "
-        "gpu_zoo.py pack). Check: each device's outputs against IronAccel's cpu backend on the same program "
-        f"and inputs: fp32 max |diff| relative to the cpu output's largest |value| (bound {FP32_BOUND:g}); "
-        f"int8 max |diff| in quantization steps of the int8 outputs (bound {INT8_BOUND}). int8 rows time the "
-        "int8 program on int8 inputs (quantized outside the timed call); they have no torch peer on the GPU: "
-        "the peers' figures are in the fp32 row. Several outputs: the worst one's figures.",
-        "cuda GPU ms: the CUDA kernel time of one call (torch.profiler), with wall / GPU in brackets.",
-        f"Whole run: {env['wall_seconds']:.0f} s.",
-        "",
-        f"| model | {' | '.join(f'IronAccel {d}' for d in devices)} | torch eager | torch.compile | vs eager | "
-        "vs compile | cuda GPU ms | check |",
-        "|---|" + "---|" * (len(devices) + 6),
-    ]
-    for record in results["models"]:
-        cells = [_fmt(record["devices"].get(d, {"na": "not run"})) for d in devices]
-        peers = [_fmt(record["peers"].get(p, {"na": "not run"})) for p in ("torch", "torch.compile")]
-        best = _fastest(record)
-        ratios = []
-        for peer in ("torch", "torch.compile"):
-            theirs = record["peers"].get(peer, {}).get("median_ms")
-            ratios.append(f"{theirs / best[1]:.2f}x ({best[0]})" if best and theirs else "-")
-        row = [f"{record['model']} {record['mode']}", *cells, *peers, *ratios, _fmt_gpu(record), _fmt_check(record)]
-        lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-    return "\n".join(lines)
-
-
-def plot(args: argparse.Namespace) -> int:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder = Path(args.dir)
-    results = json.loads((folder / "gpu.json").read_text())
-    rows = results["models"]
-    series = [f"IronAccel {d}" for d in results["environment"]["devices"]] + ["torch eager", "torch.compile"]
-
-    def value(record: dict[str, Any], index: int) -> float:
-        devices = results["environment"]["devices"]
-        if index < len(devices):
-            entry = record["devices"].get(devices[index], {})
-        else:
-            entry = record["peers"].get(("torch", "torch.compile")[index - len(devices)], {})
-        return float(entry.get("median_ms", 0.0))
-
-    timed = [value(r, i) for r in rows for i in range(len(series)) if value(r, i)]
-    if not timed:
-        print("nothing timed to plot", file=sys.stderr)
-        return 1
-    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4.8))
-    width = 0.8 / len(series)
-    log = max(timed) / min(timed) > 20  # from well under a ms to hundreds: only a log axis shows both
-    floor = min(timed) / 2 if log else 0.0
-    for index, name in enumerate(series):
-        values = [value(r, index) for r in rows]
-        positions = [i + (index - (len(series) - 1) / 2) * width for i in range(len(rows))]
-        bars = ax.bar(positions, values, width, label=name)
-        for bar, got in zip(bars, values, strict=True):
-            if not got:
-                ax.text(bar.get_x() + bar.get_width() / 2, floor, "n/a", ha="center", va="bottom", fontsize=6)
-    ax.set_xticks(range(len(rows)), [f"{r['model']}\n{r['mode']}" for r in rows], fontsize=8)
-    if log:
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=floor / 1.5)
-    ax.set_ylabel("ms per inference (median, batch 1" + (", log scale)" if log else ")"))
-    ax.set_title(f"Model zoo on {results['environment']['gpu']} ({results['date']})", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "gpu.png", dpi=110)
-    plt.close(fig)
-    print(folder / "gpu.png")
+    print(_write(out, results, kept), flush=True)
     return 0
 
 
@@ -674,10 +575,16 @@ def main(argv: list[str] | None = None) -> int:
     running.add_argument("--compile-timeout", type=float, default=150.0, help="seconds torch.compile may take")
     running.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     running.add_argument("--skip", default="", help="DEVICE:MODEL pairs to leave out, e.g. vulkan:bert_base")
+    running.add_argument("--merge", action="store_true", help="keep the other models' rows of DIR/gpu.json")
+    running.add_argument("--allow-software", action="store_true", help="time software devices (lavapipe) too")
     drawing = commands.add_parser("plot", help="draw DIR/gpu.png from DIR/gpu.json")
     drawing.add_argument("dir")
     args = parser.parse_args(argv)
-    return {"pack": pack, "run": run, "plot": plot}[args.command](args)
+    if args.command == "plot":
+        import gpu_report
+
+        return gpu_report.plot(Path(args.dir))
+    return pack(args) if args.command == "pack" else run(args)
 
 
 if __name__ == "__main__":
