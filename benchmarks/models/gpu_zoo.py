@@ -189,15 +189,15 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class _Timeout(Exception):
-    pass
+class CompileTimeout(BaseException):
+    """Not an Exception: torch.compile catches those inside and goes on compiling (or falls back to eager)."""
 
 
 def _bounded(seconds: float, work: Callable[[], Any]) -> Any:
     """``work()``, interrupted by SIGALRM after ``seconds`` (torch.compile's compile runs in this thread)."""
 
     def expire(*_: Any) -> None:
-        raise _Timeout(f"took over {seconds:.0f} s")
+        raise CompileTimeout(f"over {seconds:.0f} s (--compile-timeout)")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -326,8 +326,9 @@ def torch_calls(model: Any, tensors: tuple[Any, ...], image: bool, timeout: floa
         _bounded(timeout, fast)  # the first call compiles
         calls["compile_seconds"] = round(time.monotonic() - started, 1)
         calls["torch.compile"] = fast
-    except Exception as exc:  # noqa: BLE001 - the row says why, whatever failed (also the timeout)
+    except (Exception, CompileTimeout) as exc:  # noqa: BLE001 - the row says why, whatever failed
         calls["torch.compile"] = f"n/a: {_short(exc)}"
+        torch._dynamo.reset()  # an interrupted compile leaves no half-made state behind for the next model
     return calls
 
 
