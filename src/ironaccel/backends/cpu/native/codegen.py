@@ -10,6 +10,9 @@ The source is :file:`prelude.h`, then one static function per operator (its lowe
   the end, else the stop word it saw (:mod:`.polls` says where it looks).
 * ``int ia_main(a0, ..., A, K, ctl)``: the same, taking the numpy arrays themselves (their data pointers
   are read here, which costs less than reading them in Python).
+* An operator whose lowering checks a REQUIRE on data (:attr:`Kernel.failure`) is called with a flag;
+  where the rule fails, the run returns ``IA_FAILED + k``, k the rule's place in
+  :attr:`Generated.failures`.
 * Operators worth splitting across threads run as ``ia_pool_for(ia_unit_N, io, A, K, ctl, units)`` with
   ``ia_unit_N(io, A, K, ctl, lo, hi)`` running units [lo, hi) of one operator; the pool (:file:`pool.c`,
   handed over through the exported ``ia_set_pool``) shares the units among threads from inside the
@@ -65,6 +68,7 @@ class Generated:
     n_inputs: int
     n_outputs: int
     splits: int  # operators run through the helper pool (0: the program never asks for it)
+    failures: tuple[tuple[str, str], ...] = ()  # (operator, rule) of each status IA_FAILED + k (Kernel.failure)
 
     @property
     def arena_bytes(self) -> int:
@@ -196,6 +200,11 @@ class _Writer:
             args.append(f"(const {ct} *)(K + {self.plan.arrays[(position, array_name)]})")
         params.append("int64_t *ctl")
         args.append("ctl")
+        if kernel.failure:
+            if kernel.units or kernel.prologue:
+                raise NotNative(f"operator #{position} {operator.op.name}: a checked rule in a split body")
+            params.append("int *restrict failed")
+            args.append("&failed")
         plain = list(params)
         if kernel.units:
             params += ["ptrdiff_t lo", "ptrdiff_t hi"]
@@ -225,6 +234,7 @@ class _Writer:
         ]
         body = []
         splits = 0
+        failures: list[tuple[str, str]] = []
         work = 0.0  # budgets of work since the code last read the clock (see polls.between)
         for position, kernel in enumerate(self.kernels):
             if kernel.alias:
@@ -245,6 +255,10 @@ class _Writer:
                 splits += 1
             elif kernel.units:
                 body.append(f"op{position}({args}, 0, {kernel.units});")
+            elif kernel.failure:
+                status = f"IA_FAILED + {len(failures)}"
+                body.append(f"{{ int failed = 0; op{position}({args}); if (failed) return {status}; }}")
+                failures.append((self.operators[position].op.name, kernel.failure))
             else:
                 body.append(f"op{position}({args});")
             work += kernel.macs / (kernel.poll_work or polls.ELEMENT_WORK)
@@ -264,7 +278,7 @@ class _Writer:
         )
         if splits:
             parts.insert(3, "#define IA_SPLIT 1\n")  # before the prelude: it declares the pool hook
-        return Generated("".join(parts), self.plan, self.n_in, self.n_out, splits)
+        return Generated("".join(parts), self.plan, self.n_in, self.n_out, splits, tuple(failures))
 
 
 def _entry(signature: str, lines: list[str]) -> str:

@@ -18,12 +18,15 @@ from __future__ import annotations
 import ctypes
 import math
 import time
+from collections.abc import Sequence
 
 from ....core.errors import DeadlineExpired, InternalError
 from ....runtime.event import RunCancelled
+from ....tosa.errors import ValidationError
 
 STOP_REQUESTED = 2  # IA_STOP_REQUESTED in prelude.h
 STOP_DEADLINE = 3  # IA_STOP_DEADLINE
+FAILED = 16  # IA_FAILED: the status of the first rule the code checks on data (codegen.Generated.failures)
 
 SAME_CLOCK = "CLOCK_MONOTONIC" in time.get_clock_info("monotonic").implementation
 
@@ -71,8 +74,12 @@ def _nanoseconds(deadline: float) -> int:
     return max(1, math.ceil(deadline * 1e9))
 
 
-def raise_status(status: int, program: str) -> None:
-    """Raise what a nonzero status returned by the run of ``program`` (a library name) means."""
+def raise_status(status: int, program: str, failures: Sequence[tuple[str, str]] = ()) -> None:
+    """Raise what a nonzero status returned by the run of ``program`` (a library name) means;
+    ``failures``: the (operator, rule) of each status from FAILED on."""
+    if 0 <= status - FAILED < len(failures):
+        op, rule = failures[status - FAILED]
+        raise ValidationError(rule, op=op, unpredictable=True)
     if status == STOP_REQUESTED:
         raise RunCancelled(f"native program {program}: stopped inside the run, which was cancelled")
     if status == STOP_DEADLINE:

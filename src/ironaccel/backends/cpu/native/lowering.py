@@ -13,7 +13,8 @@ A lowering that cannot take an operator (a dtype, an attribute or a non-constant
 not handle) raises :class:`NotNative` with the reason; the whole program then stays with the
 interpreter. Lowerings never see an invalid program: the validator and the interpreter's planning have
 run first. They must still generate code that stays inside every buffer by construction: every index
-is derived from the declared shapes, never from data, except TABLE's, which its dtype bounds.
+is derived from the declared shapes, never from data, except TABLE's, which its dtype bounds, and
+GATHER's, which the code checks before it reads (a :attr:`Kernel.failure`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ class Kernel:
     poll_work: int | None = None  # how many of ``macs`` run between two polls (polls.py; None: ELEMENT_WORK)
     alias: bool = False  # the result is operand 0's bytes unchanged (RESHAPE, IDENTITY): no code needed
     vectors: bool = False  # the code uses the prelude's float vectors (ia_vf)
+    # A REQUIRE of the specification that the code checks on data (an index within its axis), as the rule's
+    # words. The body then also takes ``int *restrict failed``: where the rule does not hold it sets
+    # ``*failed`` and returns, and the run stops and raises ValidationError(failure, unpredictable=True),
+    # as the interpreter does. Only for bodies without units or prologue.
+    failure: str = ""
 
 
 Lowering = Callable[[OpView], Kernel]

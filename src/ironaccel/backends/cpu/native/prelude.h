@@ -35,6 +35,9 @@
  * to stop within a fraction of a millisecond of work, rarely enough that the clock costs nothing. */
 #define IA_STOP_REQUESTED 2
 #define IA_STOP_DEADLINE 3
+/* ia_run returns IA_FAILED + k where the k-th rule the code checks on data fails (codegen.py: a GATHER
+ * index outside its axis), so that the run raises what the interpreter raises. */
+#define IA_FAILED 16
 
 /* Out of line: the clock is read only every so much work, and inlined it would crowd the loops. */
 static __attribute__((noinline, unused)) int64_t ia_poll_clock(int64_t *ctl)

@@ -74,6 +74,7 @@ class NativeProgram:
         self.library = library
         n_io = generated.n_inputs + generated.n_outputs
         self._n_inputs = generated.n_inputs
+        self._failures = generated.failures
         self._pass_arrays = pass_arrays
         # ctypes keeps every array type it makes for good: made only where the pointers are passed in one.
         self._io_type = None if pass_arrays else ctypes.c_void_p * n_io
@@ -231,7 +232,7 @@ class NativeProgram:
             if self._released:  # released while in flight: the last run out lets go
                 self._let_go_if_idle()
         if status:
-            raise_status(status, self.library.name)
+            raise_status(status, self.library.name, self._failures)
 
     def _io(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> ctypes.Array:
         assert self._io_type is not None

@@ -23,6 +23,8 @@ from ..lowering import Kernel, OpView, c_type, lowering, size
 from . import gemm
 from .tensor_common import INT8_RANGE, check_windows, padded_bias, padded_copy, product_types, scoped, unit_polls
 
+BLOCK_MAJOR_BYTES = 1 << 20  # packed weights beyond this run block by block (see _conv_kernel)
+
 
 @lowering(Op.CONV2D)
 def conv2d(view: OpView) -> Kernel:
@@ -88,8 +90,17 @@ def _conv_kernel(
     row, image = pw * depth, ph * pw * depth
     table = ", ".join(str(ky * dy * row + kx * dx * depth) for ky in range(kh) for kx in range(kw))
     remainder = rows % tile.mr
-    units = -(-rows // tile.mr)
-    declare, unit_poll, block_poll = unit_polls(product.place_polls([units, product.blocks]), 2)
+    tiles = -(-rows // tile.mr)
+    # Weights past a core's L2 share: a unit is one tile in one column block, block by block, so that
+    # a block's weights stay in cache while the tiles pass (as MATMUL's units do). Read tile by tile,
+    # every tile would stream all the weights from memory again.
+    weight_bytes = product.taps * depth * product.blocks * tile.nr * (1 if product.dot4 else 4)
+    by_block = product.blocks > 1 and weight_bytes > BLOCK_MAJOR_BYTES
+    units = tiles * product.blocks if by_block else tiles
+    if by_block:
+        declare, unit_poll, block_poll = unit_polls(product.place_polls([units]), 1)
+    else:
+        declare, unit_poll, block_poll = unit_polls(product.place_polls([units, product.blocks]), 2)
     helpers = [
         f"static const ptrdiff_t {product.offsets}[{product.taps}] = {{{table}}};",
         product.kernels([tile.mr, remainder or tile.mr]),
@@ -100,8 +111,10 @@ def _conv_kernel(
         f"const {w_t} *restrict W = {weights};",
         f"const {out_t} *restrict B = {bias};",
         *declare,
-        "for (ptrdiff_t tile = lo; tile < hi; tile++) {",
+        "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
         *unit_poll,
+        *([f"    const ptrdiff_t nb = unit / {tiles}, tile = unit % {tiles};"] if by_block else []),
+        *([] if by_block else ["    const ptrdiff_t tile = unit;"]),
         f"    const ptrdiff_t m0 = tile * {tile.mr};",
         f"    const ptrdiff_t rows = {rows} - m0 < {tile.mr} ? {rows} - m0 : {tile.mr};",
         f"    const {a_t} *a[{tile.mr}];",
@@ -112,13 +125,17 @@ def _conv_kernel(
         f"        c[i] = Y0 + m * {oc};",
         "    }",
         f"    if (rows == {tile.mr}) {{",
-        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", poll=block_poll)),
+        *(f"        {line}" for line in product.calls(tile.mr, "a", "c", not by_block, block_poll)),
         "    }",
     ]
     if remainder:
-        calls = product.calls(remainder, "a", "c", poll=block_poll)
+        calls = product.calls(remainder, "a", "c", not by_block, block_poll)
         body += ["    else {", *(f"        {line}" for line in calls), "    }"]
-    if view.epilogue:
+    if view.epilogue and by_block:
+        first, last = f"nb * {tile.nr}", f"({oc} - nb * {tile.nr} < {tile.nr} ? {oc} - nb * {tile.nr} : {tile.nr})"
+        loop = view.epilogue.loop(f"c[i] + {first}", last, view.tools)
+        body.append(f"    for (ptrdiff_t i = 0; i < rows; i++) {loop}")
+    elif view.epilogue:
         body.append("    " + view.epilogue.loop(f"Y0 + m0 * {oc}", f"rows * {oc}", view.tools))
     body.append("}")
     return Kernel(

@@ -1,10 +1,11 @@
-"""Native code for the data layout operators (and IDENTITY): they only move elements, any dtype alike.
+"""Native code for the data layout operators (and IDENTITY, GATHER): they only move elements, any dtype alike.
 
 RESHAPE and IDENTITY are no code at all where the storage plan can give the result its operand's bytes
 (an alias), else one memcpy. The others are one strided copy each: every index of the result is read
 from its operand at an offset that is a fixed sum of strides (negative for REVERSE, zero for TILE's
 repeats), so a copy is nested loops whose innermost one the compiler turns into a vector copy when the
-operand is contiguous there. PAD first fills the result with its pad value.
+operand is contiguous there. PAD first fills the result with its pad value. GATHER copies one row of
+C elements per index, after checking the index: it is the one offset here read from data.
 """
 
 from __future__ import annotations
@@ -171,3 +172,23 @@ def pad(view: OpView) -> Kernel:
         copy_loops(view.inputs[0].shape, ct, "X0", strides(view.inputs[0].shape), 0, "Y0", out_strides, offset),
     ]
     return Kernel("\n".join(body), macs=size(out_shape))
+
+
+@lowering(Op.GATHER)
+def gather(view: OpView) -> Kernel:
+    """values [N, K, C], int32 indices [N, W] -> [N, W, C]. An index outside [0, K) breaks a REQUIRE: the
+    run stops there and raises, as the interpreter does, without reading outside the values."""
+    ct = _c_type_of(view)
+    n, k, c = view.inputs[0].shape
+    w = view.inputs[1].shape[1]
+    if view.dtype(1) is not DType.INT32:
+        raise NotNative(f"GATHER with {view.dtype(1)} indices")
+    declare, poll = polls.countdown(n * w, c)
+    body = f"""{declare}
+for (ptrdiff_t r = 0; r < {n * w}; r++) {{
+    {poll}
+    const int32_t index = X1[r];
+    if (index < 0 || index >= {k}) {{ *failed = 1; return; }}
+    memcpy(Y0 + r * {c}, X0 + ((r / {w}) * {k} + index) * {c}, {c} * sizeof({ct}));
+}}"""
+    return Kernel(body, macs=n * w * c, failure=f"GATHER index outside [0, {k})")
