@@ -4,9 +4,45 @@ needs matplotlib only, so it draws anywhere."""
 from __future__ import annotations
 
 import json
+import platform
 import sys
 from pathlib import Path
 from typing import Any
+
+
+def environment() -> dict[str, Any]:
+    """The GPU, its driver and the versions, for the table's header."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    import numpy as np
+    import torch
+
+    import ironaccel
+
+    found = {"python": platform.python_version(), "ironaccel": ironaccel.__version__, "numpy": np.__version__}
+    for package in ("torch", "torchvision", "transformers"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    gpu, driver = "no GPU (torch sees no CUDA device)", "n/a"
+    if torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name()
+        found["cuda (torch)"] = str(torch.version.cuda)
+        try:
+            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            driver = subprocess.run(query, capture_output=True, text=True, timeout=20).stdout.strip() or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            driver = "unknown (no nvidia-smi)"
+    return {
+        "gpu": gpu,
+        "gpu_short": gpu if torch.cuda.is_available() else "no GPU",
+        "driver": driver,
+        "host": platform.node(),
+        "torch_device": "cuda" if torch.cuda.is_available() else "cpu",
+        "versions": found,
+    }
 
 
 def _fmt(entry: dict[str, Any]) -> str:
@@ -86,6 +122,11 @@ def render(results: dict[str, Any]) -> str:
         "|---|" + "---|" * (len(devices) + 6),
     ]
     for record in results["models"]:
+        if "error" in record:
+            lines.append(
+                f"| {record['model']} {record['mode']} | failed: {record['error']} |" + " |" * (len(devices) + 5)
+            )
+            continue
         cells = [_fmt(record["devices"].get(d, {"na": "not run"})) for d in devices]
         peers = [_fmt(record["peers"].get(p, {"na": "not run"})) for p in ("torch", "torch.compile")]
         best = _fastest(record)

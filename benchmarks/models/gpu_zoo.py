@@ -29,7 +29,6 @@ import dataclasses
 import datetime as dt
 import gzip
 import json
-import platform
 import signal
 import sys
 import time
@@ -269,8 +268,14 @@ class Devices:
         if spec in self.failed:
             raise Skip(self.failed[spec])
         if spec not in self.opened:
+            import importlib.util
+
             import ironaccel
 
+            found = importlib.util.find_spec("vulkan") if spec.startswith("vulkan") else None
+            if found is not None and found.origin is None:  # benchmarks/vulkan/, no package, stands in for it
+                self.failed[spec] = "does not open: the vulkan Python package is not installed"
+                raise Skip(self.failed[spec])
             try:
                 self.opened[spec] = ironaccel.open(spec)
             except Exception as exc:  # a missing backend or driver: a reason in the rows, not a crash
@@ -455,39 +460,6 @@ def prepare_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return prepared
 
 
-def environment() -> dict[str, Any]:
-    import subprocess
-    from importlib.metadata import PackageNotFoundError, version
-
-    import torch
-
-    import ironaccel
-
-    found = {"python": platform.python_version(), "ironaccel": ironaccel.__version__, "numpy": np.__version__}
-    for package in ("torch", "torchvision", "transformers"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    gpu, driver = "no GPU (torch sees no CUDA device)", "n/a"
-    if torch.cuda.is_available():
-        gpu = torch.cuda.get_device_name()
-        found["cuda (torch)"] = str(torch.version.cuda)
-        try:
-            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-            driver = subprocess.run(query, capture_output=True, text=True, timeout=20).stdout.strip() or "unknown"
-        except (OSError, subprocess.SubprocessError):
-            driver = "unknown (no nvidia-smi)"
-    return {
-        "gpu": gpu,
-        "gpu_short": gpu if torch.cuda.is_available() else "no GPU",
-        "driver": driver,
-        "host": platform.node(),
-        "torch_device": "cuda" if torch.cuda.is_available() else "cpu",
-        "versions": found,
-    }
-
-
 def _write(out: Path, results: dict[str, Any], kept: list[dict[str, Any]]) -> str:
     """gpu.json and gpu.md as they stand: written after every row, so a run cut short leaves its rows."""
     import gpu_report
@@ -501,6 +473,7 @@ def _write(out: Path, results: dict[str, Any], kept: list[dict[str, Any]]) -> st
 
 
 def run(args: argparse.Namespace) -> int:
+    import gpu_report
     import torch
 
     sys.path.insert(0, str(HERE))  # zoo.py, language.py
@@ -521,7 +494,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "environment": environment() | {"devices": args.devices, "ironaccel_devices": {}},
+        "environment": gpu_report.environment() | {"devices": args.devices, "ironaccel_devices": {}},
         "bounds": {"fp32": FP32_BOUND, "int8": INT8_BOUND},
         "models": [],
     }
@@ -532,9 +505,18 @@ def run(args: argparse.Namespace) -> int:
                 _progress(name, f"no skeleton in {args.skeletons}")
                 continue
             failed: set[str] = set()
-            prepared = prepare_model(name, args)
+            try:
+                prepared = prepare_model(name, args)
+            except Exception as exc:  # noqa: BLE001 - no inputs without the model: its rows say why
+                prepared = {"error": f"the torch model: {_short(exc)}"}
             for mode in modes:
-                results["models"].append(run_mode(name, mode, prepared, devices, args, failed))
+                try:
+                    if "error" in prepared:
+                        raise Skip(prepared["error"])
+                    record = run_mode(name, mode, prepared, devices, args, failed)
+                except Exception as exc:  # noqa: BLE001 - one model failing must not stop the others
+                    record = {"model": name, "mode": mode, "error": str(exc) if isinstance(exc, Skip) else _short(exc)}
+                results["models"].append(record)
                 results["environment"]["ironaccel_devices"] = devices.describe()
                 results["environment"]["wall_seconds"] = round(time.monotonic() - started, 1)
                 _write(out, results, kept)
