@@ -4,7 +4,8 @@ backends against torch eager and ``torch.compile`` on the same card.
 
     .venv/bin/python benchmarks/models/gpu_zoo.py pack --out .cache/gpu/zoo [--models mobilenet_v2,...]
     PYTHONPATH=src python3 benchmarks/models/gpu_zoo.py run --skeletons .cache/gpu/zoo --devices cuda,vulkan \
-        --out DIR [--models ...] [--seconds 3] [--compile-timeout 150] [--skip vulkan:bert_base,...]
+        --out DIR [--models ...] [--seconds 3] [--compile-timeout 150] [--no-compile] [--merge]
+        [--skip vulkan:bert_base,...] [--allow-software]
     python3 benchmarks/models/gpu_zoo.py plot DIR
 
 The exported programs hold random weights (the zoo draws them from a fixed seed) and weigh up to hundreds of
