@@ -59,6 +59,7 @@ SHIM = r"""
 #define __host__
 #define __forceinline__ inline
 #define __grid_constant__
+#define __shared__ static
 #define __launch_bounds__(...)
 
 /* One block of one thread: a grid-stride loop then steps by 1 over every element. */
@@ -67,6 +68,7 @@ static const ia_host_dim3 threadIdx = {0u, 0u, 0u};
 static const ia_host_dim3 blockIdx = {0u, 0u, 0u};
 static const ia_host_dim3 blockDim = {1u, 1u, 1u};
 static const ia_host_dim3 gridDim = {1u, 1u, 1u};
+static inline void __syncthreads() {}
 
 /* CUDA's 16-byte vector types (aligned as on the GPU), which contiguous kernels load and store. */
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };

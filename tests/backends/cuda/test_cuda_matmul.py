@@ -43,6 +43,7 @@ def _expected(a: np.ndarray, w: np.ndarray, za: int, zb: int) -> np.ndarray:
         (8, 2, 3, 8, 5, -7, False, "ia_matmul_int8_direct"),  # k not a multiple of 4: no library product
         (1, 7, 20, 6, 0, 3, False, "ia_copy_int8"),  # zb alone; k not a multiple of 16, n not of 4
         (2, 3, 16, 32, -128, 0, False, "ia_transpose_int8_tiles"),  # za alone
+        (2, 3, 80, 144, 1, 2, False, "ia_transpose_int8_tiles"),  # several 64-byte tiles each way, partial at the ends
         (3, 2, 48, 16, 127, -128, True, None),  # the widest zero points, a constant B
     ],
 )
