@@ -23,7 +23,7 @@ from ...core.errors import Busy, DeviceLost
 from ...runtime.accelerator import BoundRange
 from ...runtime.prepared import check_ticket
 from .driver import check
-from .program import LoadedProgram
+from .program import LoadedProgram, run_key
 from .submit import CudaQueue, fired, new_event, wait_fired
 
 MAX_IN_FLIGHT = 64  # launches not yet seen finished; one more is refused as Busy
@@ -34,6 +34,7 @@ class CudaLauncher:
 
     def __init__(self, queue: CudaQueue, program: LoadedProgram, ranges: Sequence[BoundRange]) -> None:
         self.queue, self.program, self.ranges = queue, program, tuple(ranges)
+        self._key = run_key(self.ranges)  # the program's graph for these ranges, found without rebuilding it
         self.device = queue.device
         self._lock = threading.Lock()
         self._issued = 0
@@ -55,7 +56,7 @@ class CudaLauncher:
                 with program.lock:
                     if program.tail is not None and program.tail_stream is not stream:
                         check(driver.cuStreamWaitEvent(stream, program.tail, 0), "cuStreamWaitEvent")
-                    program.enqueue(stream, self.ranges)
+                    program.enqueue(stream, self.ranges, self._key)
                     check(driver.cuEventRecord(event, stream), "cuEventRecord")
                     program.tail, program.tail_stream = event, stream
             except BaseException:
@@ -76,8 +77,11 @@ class CudaLauncher:
             self._free.append(event)
 
     def reached(self, ticket: int) -> bool:
-        with self._lock, self.device.use() as driver:
+        with self._lock:
             check_ticket(ticket, self._issued)
+            if ticket <= self._finished:  # seen finished already (by a wait): no driver call
+                return True
+        with self._lock, self.device.use() as driver:
             self._retire(driver)
             return ticket <= self._finished
 

@@ -121,6 +121,11 @@ class _Run:
         self.graph: tuple[Any, Any] | None = None
 
 
+def run_key(ranges: Sequence[BoundRange]) -> tuple[Any, ...]:
+    """What tells one run's bindings from another's: each range's slot, device address and length."""
+    return tuple((r.slot, r.native.device + r.offset, r.length) for r in ranges)
+
+
 class LoadedProgram:
     """A program resident on the device: its arena and constants, its commands, its input and output
     places. Made and destroyed with the device in use by the caller."""
@@ -196,10 +201,12 @@ class LoadedProgram:
         check(driver.cuMemcpyHtoDAsync(self.consts, staging.ctypes.data, staging.nbytes, stream), "constants")
         self.device.synchronize("uploading constants")
 
-    def enqueue(self, stream: Any, ranges: Sequence[BoundRange]) -> None:
+    def enqueue(self, stream: Any, ranges: Sequence[BoundRange], key: tuple[Any, ...] | None = None) -> None:
         """Put one run on ``stream`` (the device in use by the caller): the run's graph for these bound
-        ranges, captured on first use where the driver has graphs; otherwise its commands one by one."""
-        key = tuple((r.slot, r.native.device + r.offset, r.length) for r in ranges)
+        ranges, captured on first use where the driver has graphs; otherwise its commands one by one.
+        ``key``: :func:`run_key` of ``ranges``, where the caller keeps it (a launcher's ranges never change)."""
+        if key is None:
+            key = run_key(ranges)
         run = self.runs.get(key)
         if run is None:
             direct = direct_addresses(self.plan, ranges, self.address)

@@ -30,9 +30,10 @@ from ...core.errors import DeviceLost, InternalError, IronAccelError
 from ...runtime.accelerator import Accelerator, BoundRange
 from ...runtime.event import EventCore
 from .device import CudaDevice
-from .driver import check, status_name
+from .driver import check
 from .program import LoadedProgram
 
+NOT_READY = 600  # CUDA_ERROR_NOT_READY: compared as a number, since a poll loop asks for it many times
 SPIN_S = 200e-6  # a wait polls the CUevent this long before it blocks
 _GATED_POLL_S = 0.05  # how long a wait for a run not yet submitted (behind a host gate) sleeps between looks
 
@@ -46,9 +47,12 @@ def new_event(driver: Any) -> Any:
 def fired(driver: Any, event: Any) -> bool:
     """Whether the work recorded before ``event`` has finished (never blocks; raises the device's fault)."""
     result = driver.cuEventQuery(event)
-    if status_name(result) == "CUDA_ERROR_NOT_READY":
+    status = result[0] if isinstance(result, tuple) else result
+    code = int(status)
+    if code == NOT_READY:
         return False
-    check(result, "cuEventQuery")
+    if code:
+        check(result, "cuEventQuery")
     return True
 
 
