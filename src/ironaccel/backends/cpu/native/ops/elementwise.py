@@ -30,13 +30,17 @@ _INTS = (DType.INT8, DType.INT16, DType.INT32)
 _UNSIGNED = {DType.INT8: "uint8_t", DType.INT16: "uint16_t", DType.INT32: "uint32_t"}
 
 
-def map_loops(
-    shape: Sequence[int], operands: Sequence[tuple[str, str, Sequence[int]]], result: tuple[str, str], expression: str
-) -> str:
-    """C statements setting ``result[i] = expression`` for every index of ``shape``.
+# At least this many elements, an operator's loops are cut into units that threads share (codegen splits
+# from 1 << 16). A unit is one index of the outermost merged dimension, or CHUNK elements of a single one.
+SPLIT_ELEMENTS = 1 << 16
+CHUNK = 1 << 12
 
-    ``operands``: (pointer, C type, shape) broadcast against ``shape``; the expression reads them as
-    ``v0, v1, ...``. ``result``: (pointer, C type) of a C-contiguous array of ``shape``."""
+
+def _merged(
+    shape: Sequence[int], operands: Sequence[tuple[str, str, Sequence[int]]]
+) -> list[tuple[int, list[int], int]]:
+    """The loop dimensions of ``shape`` (count, each operand's stride, the result's stride), dimensions that
+    every operand and the result walk as one merged, those of size 1 dropped."""
     rank = len(shape)
     per_operand = []
     for _, _, operand_shape in operands:
@@ -55,8 +59,16 @@ def map_loops(
                 dims[-1] = (outer_n * n, steps, out_step)
                 continue
         dims.append((n, steps, out_step))
-    if not dims:
-        dims = [(1, [0] * len(operands), 1)]
+    return dims or [(1, [0] * len(operands), 1)]
+
+
+def _nest(
+    dims: list[tuple[int, list[int], int]],
+    operands: Sequence[tuple[str, str, Sequence[int]]],
+    result: tuple[str, str],
+    expression: str,
+) -> str:
+    """The loops over ``dims`` (see :func:`_merged`) from the given base pointers."""
     nest = polls.plan([n for n, _, _ in dims], polls.ELEMENT_WORK)
     block = ["{"]
     for k, (pointer, ct, _) in enumerate(operands):
@@ -78,12 +90,75 @@ def map_loops(
     return "\n".join(["{", *(f"    {line}" for line in lines), "}"])
 
 
+def map_loops(
+    shape: Sequence[int], operands: Sequence[tuple[str, str, Sequence[int]]], result: tuple[str, str], expression: str
+) -> str:
+    """C statements setting ``result[i] = expression`` for every index of ``shape``.
+
+    ``operands``: (pointer, C type, shape) broadcast against ``shape``; the expression reads them as
+    ``v0, v1, ...``. ``result``: (pointer, C type) of a C-contiguous array of ``shape``."""
+    return _nest(_merged(shape, operands), operands, result, expression)
+
+
+def map_units(
+    shape: Sequence[int], operands: Sequence[tuple[str, str, Sequence[int]]], result: tuple[str, str], expression: str
+) -> tuple[str, int]:
+    """As :func:`map_loops`, cut into units that threads may share: the body covers units [lo, hi) of the
+    returned count (0: one body for everything, too small to split). The dimensions before the last
+    merged one count as rows; a unit is CHUNK elements of a long row, or as many short rows as make
+    about CHUNK elements. Every result element is computed by the same expression either way, so a
+    split changes no bit."""
+    dims = _merged(shape, operands)
+    if size(tuple(shape)) < SPLIT_ELEMENTS:
+        return _nest(dims, operands, result, expression), 0
+    *leading, (length, steps, _) = dims  # the result is C-contiguous: stride 1 along the last
+    rows = size(tuple(n for n, _, _ in leading))
+    # Row r's index along each leading dimension, and so each operand's offset and the result's.
+    index, below = [], 1
+    for d in range(len(leading) - 1, -1, -1):
+        index.insert(0, f"(r / {below}) % {leading[d][0]}" if below > 1 else f"r % {leading[d][0]}")
+        below *= leading[d][0]
+    row = [f"const ptrdiff_t i{d} = {expr};" for d, expr in enumerate(index)]
+
+    def at(k: int | None) -> str:
+        terms = [f"i{d} * {n_steps[k] if k is not None else n_out}" for d, (_, n_steps, n_out) in enumerate(leading)]
+        return " + ".join(t for t in terms if not t.endswith(" * 0")) or "0"
+
+    row += [f"const {ct} *restrict p{k} = {pointer} + {at(k)};" for k, (pointer, ct, _) in enumerate(operands)]
+    row.append(f"{result[1]} *restrict q = {result[0]} + {at(None)};")
+    loads = [f"const {ct} v{k} = p{k}[{'j' if steps[k] else '0'}];" for k, (_, ct, _) in enumerate(operands)]
+    inner = ["{", *(f"    {line}" for line in loads), f"    q[j] = ({result[1]})({expression});", "}"]
+    if length >= CHUNK:
+        chunks = -(-length // CHUNK)
+        units = rows * chunks
+        head = [
+            f"const ptrdiff_t r = u / {chunks}, j0 = (u % {chunks}) * {CHUNK};",
+            f"const ptrdiff_t j1 = {length} - j0 < {CHUNK} ? {length} : j0 + {CHUNK};",
+            *row,
+            "for (ptrdiff_t j = j0; j < j1; j++)",
+            *inner,
+        ]
+    else:
+        per = max(1, CHUNK // length)
+        units = -(-rows // per)
+        head = [
+            f"const ptrdiff_t r1 = (u + 1) * {per} < {rows} ? (u + 1) * {per} : {rows};",
+            "for (ptrdiff_t r = u * " + str(per) + "; r < r1; r++) {",
+            *(f"    {line}" for line in [*row, f"for (ptrdiff_t j = 0; j < {length}; j++)", *inner]),
+            "}",
+        ]
+    declare, poll = polls.countdown(units, CHUNK)
+    body = [declare, "for (ptrdiff_t u = lo; u < hi; u++) {", f"    {poll}", *(f"    {line}" for line in head), "}"]
+    return "\n".join(line for line in body if line.strip()), units
+
+
 def elementwise(view: OpView, expression: str, operands: Sequence[int] = (0, 1)) -> Kernel:
-    """The kernel computing ``expression`` (over v0, v1, ... = the given operands) into result 0."""
+    """The kernel computing ``expression`` (over v0, v1, ... = the given operands) into result 0, in units
+    that threads may share when it is large."""
     out = view.outputs[0]
     sources = [(f"X{i}", c_type(view.inputs[i].dtype), view.inputs[i].shape) for i in operands]
-    body = map_loops(out.shape, sources, ("Y0", c_type(out.dtype)), expression)
-    return Kernel(body, macs=size(out.shape))
+    body, units = map_units(out.shape, sources, ("Y0", c_type(out.dtype)), expression)
+    return Kernel(body, macs=size(out.shape), units=units)
 
 
 def _same_types(view: OpView, allowed: Sequence[DType], count: int = 2) -> DType:

@@ -9,7 +9,7 @@ the first of equal values and follow the NaN mode (``apply_max_s``).
 
 Long reductions poll the run's control block (:mod:`..polls`): on one outer row in so many, or one row
 along the axis in so many, or in chunks of a row too long for one budget (the order of the fold is the
-same either way).
+same either way). A reduction along the last axis with many elements splits its rows among threads.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .....tosa.dtypes import DType
 from .....tosa.operators import Op
 from .. import polls
 from ..lowering import Kernel, NotNative, OpView, c_type, lowering, size
+from .elementwise import SPLIT_ELEMENTS
 
 _BYTES = {"double": 8, "float": 4, "int64_t": 8, "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1}
 
@@ -39,10 +40,12 @@ def _reduce(view: OpView, fold: _Fold) -> Kernel:
     outer, n, inner = size(shape[:axis]), shape[axis], size(shape[axis + 1 :])
     ct, out_ct = c_type(view.dtype(0)), c_type(view.out_dtype())
     if inner == 1:
+        # One result per row: rows are units that threads may share (each row's fold is unchanged).
+        units = outer if outer > 1 and size(shape) >= SPLIT_ELEMENTS else 0
         nest = polls.plan([outer, n], polls.ELEMENT_WORK)
         declare, outer_poll, along = _polled(nest, "a", "1", str(n))
         body = f"""{declare}
-for (ptrdiff_t o = 0; o < {outer}; o++) {{
+for (ptrdiff_t o = {"lo" if units else "0"}; o < {"hi" if units else outer}; o++) {{
     {outer_poll}
     const {ct} *restrict p = X0 + o * {n};
     {ct} v = p[0];
@@ -50,7 +53,7 @@ for (ptrdiff_t o = 0; o < {outer}; o++) {{
     {along} {{ v = p[a]; acc = {fold.step}; }}{"}" if nest and nest.innermost else ""}
     Y0[o] = ({out_ct})({fold.finish});
 }}"""
-        return Kernel(body, macs=size(shape))
+        return Kernel(body, macs=size(shape), units=units)
     acc_size = inner * _BYTES[fold.acc_type]
     nest = polls.plan([outer, n, inner], polls.ELEMENT_WORK)
     declare, outer_poll, across = _polled(nest, "i", "0", str(inner))
