@@ -103,10 +103,15 @@ def output_buffer(ctx: KernelContext, dtype: np.dtype) -> np.ndarray | None:
 
 
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out = a @ b for [N, H, C] x [N, C, W]; a large product is split by rows of ``a`` across threads."""
+    """out = a @ b for [N, H, C] x [N, C, W]; a large product is split across threads, by rows of ``a``,
+    or by columns of ``b`` where a single product has more columns than rows."""
     n, h, c = a.shape
     w = b.shape[2]
-    threads = split_threads() if n * h * c * w >= SPLIT_MACS and h >= 32 else 1
+    large = n * h * c * w >= SPLIT_MACS
+    if large and n == 1 and w > h and w >= 128 and (threads := split_threads()) > 1:
+        _by_columns(a[0], b[0], out[0], threads)
+        return out
+    threads = split_threads() if large and h >= 32 else 1
     if threads == 1:
         return np.matmul(a, b, out=out)
     # Row blocks of at least 16 rows (BLAS's panels), about two per thread.
@@ -120,6 +125,21 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 
     parallel_for(len(tasks), one, threads)
     return out
+
+
+def _by_columns(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> None:
+    """out = a @ b, each thread on its own columns of ``b`` (BLAS reads the strided column blocks in place).
+    Split by rows, every thread would pack all of ``b``, the larger operand here, for its call."""
+    w = b.shape[1]
+    # Blocks of whole 64-column panels, two per thread so that a late thread delays only one.
+    size = max(64, (-(-w // (2 * threads)) + 63) // 64 * 64)
+    starts = range(0, w, size)
+
+    def one(index: int) -> None:
+        start = starts[index]
+        np.matmul(a, b[:, start : start + size], out=out[:, start : start + size])
+
+    parallel_for(len(starts), one, threads)
 
 
 def constant_or(
