@@ -1,6 +1,6 @@
-"""Elementwise operators and last-axis reductions of the native code cut into units that threads share:
-the same bits as the interpreter's (within the ulps its float functions allow), whatever the shapes and
-broadcasts, on one thread or several."""
+"""Elementwise operators, last-axis reductions, TRANSPOSE and CONCAT of the native code cut into units
+that threads share: the same bits as the interpreter's (within the ulps its float functions allow),
+whatever the shapes and broadcasts, on one thread or several."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ironaccel.backends.cpu import native
 from ironaccel.backends.cpu.interpreter import load as interpret
 from ironaccel.backends.cpu.native import pool, toolchain
-from ironaccel.backends.cpu.native.ops import elementwise, reduction
+from ironaccel.backends.cpu.native.ops import data_layout, elementwise, reduction
 from ironaccel.tosa.builder import ProgramBuilder
 
 pytestmark = pytest.mark.skipif(toolchain.compiler() is None, reason=f"no C compiler: {toolchain.unavailable_reason()}")
@@ -113,3 +113,51 @@ def test_units_cover_every_shape_and_broadcast(data, rank):
         _agree(_program(shape_a, shape_b), [x, y], {2, 3})
     finally:
         elementwise.SPLIT_ELEMENTS, elementwise.CHUNK, reduction.SPLIT_ELEMENTS = saved
+
+
+def _layout_program(shape: tuple[int, ...], other: tuple[int, ...], axis: int, perms: tuple[int, ...]):
+    b = ProgramBuilder()
+    x, y = b.input("x", shape, "fp32"), b.input("y", other, "fp32")
+    joined = b.concat([x, y, x], axis=axis)
+    b.output(joined, b.transpose(joined, perms), b.transpose(x, perms))
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "perms"),
+    [
+        ((16, 512, 128), 1, (0, 2, 1)),  # a decode step's key cache: appended to, then transposed
+        ((16, 512, 128), 1, (1, 0, 2)),
+        ((4, 9, 40, 50), 2, (3, 1, 0, 2)),
+        ((300, 400), 0, (1, 0)),  # along the first axis: one row, not split
+    ],
+)
+def test_large_transposes_and_concatenations_split_and_move_the_same_bits(shape, axis, perms):
+    other = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    x = RNG.standard_normal(shape).astype(np.float32)
+    y = RNG.standard_normal(other).astype(np.float32)
+    compiled = interpret(_layout_program(shape, other, axis, perms))
+    nat = native.compile(compiled)
+    assert re.search(r"ia_parallel\(ia_unit_\d", nat.source)
+    for want, got in zip(compiled.run([x, y]), nat.run([x, y]), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), rank=st.integers(1, 4))
+def test_layout_units_cover_every_shape(data, rank):
+    shape = tuple(data.draw(st.integers(1, 10)) for _ in range(rank))
+    axis = data.draw(st.integers(0, rank - 1))
+    perms = tuple(data.draw(st.permutations(range(rank))))
+    other = tuple(data.draw(st.integers(1, 3)) if d == axis else n for d, n in enumerate(shape))
+    x = RNG.standard_normal(shape).astype(np.float32)
+    y = RNG.standard_normal(other).astype(np.float32)
+    saved = data_layout.SPLIT_ELEMENTS
+    data_layout.SPLIT_ELEMENTS = 1
+    try:
+        compiled = interpret(_layout_program(shape, other, axis, perms))
+        nat = native.compile(compiled)
+    finally:
+        data_layout.SPLIT_ELEMENTS = saved
+    for want, got in zip(compiled.run([x, y]), nat.run([x, y]), strict=True):
+        np.testing.assert_array_equal(got, want)

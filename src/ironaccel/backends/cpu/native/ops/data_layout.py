@@ -5,7 +5,9 @@ RESHAPE and IDENTITY are no code at all where the storage plan can give the resu
 from its operand at an offset that is a fixed sum of strides (negative for REVERSE, zero for TILE's
 repeats), so a copy is nested loops whose innermost one the compiler turns into a vector copy when the
 operand is contiguous there. PAD first fills the result with its pad value. GATHER copies one row of
-C elements per index, after checking the index: it is the one offset here read from data.
+C elements per index, after checking the index: it is the one offset here read from data. A large
+TRANSPOSE is cut into units along its outermost dimension, a large CONCAT into rows (the dimensions
+before its axis), which threads share.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .....tosa.dtypes import DType
 from .....tosa.operators import Op
 from .. import polls
 from ..lowering import Kernel, NotNative, OpView, c_float, c_int, c_type, lowering, size, strides
+from .elementwise import SPLIT_ELEMENTS
 
 
 def copy_loops(
@@ -25,10 +28,10 @@ def copy_loops(
     ct: str,
     source: str,
     source_strides: Sequence[int],
-    source_offset: int,
+    source_offset: int | str,
     target: str,
     target_strides: Sequence[int],
-    target_offset: int,
+    target_offset: int | str,
 ) -> str:
     """C statements copying ``shape`` elements: target[t_off + sum i*t_stride] = source[s_off + sum i*s_stride]."""
     dims: list[tuple[int, int, int]] = []
@@ -61,6 +64,37 @@ def copy_loops(
     return "\n".join(["{", *(f"    {line}" for line in lines), "}"])
 
 
+def copy_units(
+    shape: Sequence[int],
+    ct: str,
+    source: str,
+    source_strides: Sequence[int],
+    target: str,
+    target_strides: Sequence[int],
+) -> tuple[str, int]:
+    """:func:`copy_loops` (offsets 0) cut into units that threads may share: one index of the outermost
+    dimension longer than 1 each, where the copy is large and that dimension has enough indices to
+    share; else the plain loops and 0 units. The body covers units [lo, hi)."""
+    total = size(tuple(shape))
+    d = next((i for i, n in enumerate(shape) if n > 1), None)
+    if d is None or total < SPLIT_ELEMENTS or not 8 <= shape[d] <= 1 << 20:
+        return copy_loops(shape, ct, source, source_strides, 0, target, target_strides, 0), 0
+    rest = list(shape[d + 1 :]) or [1]
+    inner = copy_loops(
+        rest,
+        ct,
+        source,
+        list(source_strides[d + 1 :]) or [1],
+        f"u * {source_strides[d]}",
+        target,
+        list(target_strides[d + 1 :]) or [1],
+        f"u * {target_strides[d]}",
+    )
+    declare, poll = polls.countdown(shape[d], total // shape[d])
+    body = [declare, "for (ptrdiff_t u = lo; u < hi; u++) {", f"    {poll}", inner, "}"]
+    return "\n".join(line for line in body if line.strip()), shape[d]
+
+
 def _ints(value: np.ndarray) -> list[int]:
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
@@ -87,7 +121,8 @@ def transpose(view: OpView) -> Kernel:
     perms = tuple(view.attribute.perms)
     out_shape = view.outputs[0].shape
     source = [in_strides[p] for p in perms]
-    return Kernel(copy_loops(out_shape, ct, "X0", source, 0, "Y0", strides(out_shape), 0), macs=size(out_shape))
+    body, units = copy_units(out_shape, ct, "X0", source, "Y0", strides(out_shape))
+    return Kernel(body, macs=size(out_shape), units=units)
 
 
 @lowering(Op.SLICE)
@@ -128,6 +163,22 @@ def tile(view: OpView) -> Kernel:
     return Kernel(out, macs=size(view.outputs[0].shape))
 
 
+def _concat_rows(view: OpView, outer: int) -> Kernel:
+    """CONCAT as rows that threads may share: the result is [outer, row], and each row the operands' rows
+    (contiguous runs, one memcpy each) side by side."""
+    axis = view.attribute.axis
+    row = size(tuple(view.outputs[0].shape[axis:]))
+    lines, start = [], 0
+    for i, tensor in enumerate(view.inputs):
+        length = size(tuple(tensor.shape[axis:]))
+        nbytes = length * np.dtype(tensor.dtype.numpy).itemsize
+        lines.append(polls.copy(f"Y0 + u * {row} + {start}", f"X{i} + u * {length}", nbytes))
+        start += length
+    declare, poll = polls.countdown(outer, row)
+    body = [declare, "for (ptrdiff_t u = lo; u < hi; u++) {", f"    {poll}", *(f"    {line}" for line in lines), "}"]
+    return Kernel("\n".join(line for line in body if line.strip()), macs=size(view.outputs[0].shape), units=outer)
+
+
 @lowering(Op.CONCAT)
 def concat(view: OpView) -> Kernel:
     ct = c_type(view.out_dtype())
@@ -135,11 +186,15 @@ def concat(view: OpView) -> Kernel:
     if not out_shape:
         raise NotNative("CONCAT of rank 0")
     axis = view.attribute.axis
+    outer = size(tuple(out_shape[:axis]))
+    for tensor in view.inputs:
+        if tensor.dtype is not view.out_dtype():
+            raise NotNative(f"CONCAT of {tensor.dtype}")
+    if outer >= 2 and size(out_shape) >= SPLIT_ELEMENTS:
+        return _concat_rows(view, outer)
     out_strides = strides(out_shape)
     parts, start = [], 0
     for i, tensor in enumerate(view.inputs):
-        if tensor.dtype is not view.out_dtype():
-            raise NotNative(f"CONCAT of {tensor.dtype}")
         parts.append(
             copy_loops(
                 tensor.shape, ct, f"X{i}", strides(tensor.shape), 0, "Y0", out_strides, start * out_strides[axis]
