@@ -42,12 +42,12 @@ MODEL = resources.files("ironaccel").joinpath("models", "cnn_fp32.tosa")
 
 
 BOUNDS = """
-What bounds these figures: one driver process feeds every replica (it puts each batch into the object store
-and reads every output back), so its time per item sets a ceiling that does not grow with the replicas; it
-and Ray's own processes (raylet, GCS) run on the same cores as the replicas whenever the host has fewer
-cores than replicas plus one. The overhead column is mostly that per-batch work (serialising 32 small
-arrays each way) and the replicas' idle time waiting for it: with larger inputs per item, or several
-drivers, it shrinks against the program's time.
+What bounds these figures: one driver process feeds every replica, and each batch costs it one actor call
+(Ray's submission of the task with its arguments), one wait and one read of the result, so the batches it
+can hand out per second set a ceiling that does not grow with the replicas; it and Ray's own processes
+(raylet, GCS) also share the cores with the replicas whenever the host has fewer cores than replicas plus
+one. At one replica the overhead is Ray's time per task around the program's calls. Both shrink against
+the program's time as each item's work grows (a larger model, or several items per call).
 """
 
 
