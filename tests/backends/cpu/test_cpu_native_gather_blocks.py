@@ -1,5 +1,6 @@
-"""The CPU backend's native code for GATHER (an index read from data, checked) and for convolutions whose
-weights run block by block (weights past a core's cache), each against the interpreter."""
+"""The CPU backend's native code for GATHER (an index read from data, checked), for convolutions whose
+weights run block by block (weights past a core's cache) and for products of a few rows that read a
+computed B in place (attention in a decode step), each against the interpreter."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import ironaccel as ia
 from ironaccel.backends.cpu import native
 from ironaccel.backends.cpu.interpreter import load as interpret
 from ironaccel.backends.cpu.native import toolchain
-from ironaccel.backends.cpu.native.ops import convolution
+from ironaccel.backends.cpu.native.ops import convolution, matmul
 from ironaccel.tosa.builder import ProgramBuilder
 from ironaccel.tosa.errors import ValidationError
 
@@ -116,7 +117,7 @@ def test_convolutions_run_block_by_block_agree_with_the_interpreter(rows, ic, oc
     for bit), a fused CLAMP included."""
     n, oh, ow = rows
     kh, kw = kernel
-    pads = (kh // 2, kh // 2, kw // 2, kw // 2) if pad else (0, 0, 0, 0)
+    pads = ((kh - 1) // 2, (kh - 1) // 2, (kw - 1) // 2, (kw - 1) // 2) if pad else (0, 0, 0, 0)
     h, w = oh + kh - 1 - pads[0] - pads[1], ow + kw - 1 - pads[2] - pads[3]
     dtype = "int8" if integer else "fp32"
     x = _values(dtype, (n, h, w, ic))
@@ -154,3 +155,33 @@ def test_a_large_pointwise_convolution_takes_the_block_units():
     (got,) = nat.run([x])
     want = x.reshape(16, 768).astype(np.float64) @ weights.reshape(3072, 768).T.astype(np.float64) + bias
     np.testing.assert_allclose(got.reshape(16, 3072), want, rtol=0, atol=2e-4)
+
+
+# -- products of a few rows, B read in place ---------------------------------------------------------------
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 3),
+    h=st.integers(1, matmul.DIRECT_ROWS),
+    c=st.integers(1, 150),
+    w=st.sampled_from([1, 15, 16, 17, 64, 65, 200, 513]),
+)
+def test_a_product_of_few_rows_reads_b_in_place_with_the_packed_kernels_sums(n, h, c, w):
+    """No prologue packs B; the results are the packed kernels' bit for bit (the same fused multiply-adds
+    in the same order) and the product within the error bound."""
+    a = RNG.standard_normal((n, h, c)).astype(np.float32)
+    bm = RNG.standard_normal((n, c, w)).astype(np.float32)
+    b = ProgramBuilder()
+    b.output(b.matmul(b.input("a", a.shape, "fp32"), b.input("b", bm.shape, "fp32")))
+    compiled = interpret(b.build())
+    direct = native.compile(compiled)
+    saved = matmul.DIRECT_ROWS
+    matmul.DIRECT_ROWS = 0
+    try:
+        packed = native.compile(compiled)
+    finally:
+        matmul.DIRECT_ROWS = saved
+    assert "_pre(" not in direct.source and "_pre(" in packed.source
+    (got,), (want,) = direct.run([a, bm]), packed.run([a, bm])
+    np.testing.assert_array_equal(got, want)
+    exact = np.matmul(a.astype(np.float64), bm.astype(np.float64))
+    assert np.max(np.abs(got - exact)) <= float(np.abs(a).max() * np.abs(bm).max() * c) * 2.0**-21

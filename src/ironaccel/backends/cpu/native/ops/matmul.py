@@ -1,10 +1,11 @@
 """Native code for MATMUL: a direct product through :mod:`.gemm`'s micro-kernels.
 
 The second operand B is packed at load when it is a constant, else by the prologue (once per run, before
-the units). Integer operands are converted to float minus their zero points (exact, see :mod:`.gemm`);
-where the compiler targets VNNI and B fits int8 after its zero point (a B that is not a constant only
-with zero point 0), they are multiplied as bytes instead (:func:`_matmul_dot4`). A unit is one tile of
-rows in one column block, so threads share the work.
+the units), unless A has only a few rows: B is then read in place (:func:`_matmul_direct`). Integer
+operands are converted to float minus their zero points (exact, see :mod:`.gemm`); where the compiler
+targets VNNI and B fits int8 after its zero point (a B that is not a constant only with zero point 0),
+they are multiplied as bytes instead (:func:`_matmul_dot4`). A unit is one tile of rows in one column
+block, so threads share the work.
 
 Polls: the products in their units or micro-kernels (:func:`.tensor_common.unit_polls`), the prologues'
 copies and packing in their rows.
@@ -22,6 +23,8 @@ from ..lowering import Kernel, OpView, c_type, lowering
 from . import gemm
 from .tensor_common import INT8_RANGE, product_types, scoped, unit_polls
 
+DIRECT_ROWS = 4  # an fp32 MATMUL of at most this many rows with a B computed by the run reads B unpacked
+
 
 @lowering(Op.MATMUL)
 def matmul(view: OpView) -> Kernel:
@@ -37,10 +40,12 @@ def matmul(view: OpView) -> Kernel:
             wide = np.asarray(view.values[1]).astype(np.int64) - zp_b
             if not wide.size or (wide.min() >= -128 and wide.max() <= 127):
                 return _matmul_dot4(view, zp_a, wide.astype(np.int8))
+    b_value = view.values[1]
+    if not integer and b_value is None and h <= DIRECT_ROWS:
+        return _matmul_direct(view)
     tile = gemm.tiling(view.tools, h, w)
     blocks = -(-w // tile.nr)
     panel = blocks * c * tile.nr  # floats of one batch's packed B
-    b_value = view.values[1]
     arrays: dict[str, np.ndarray] = {}
     prologue: list[str] = []
     scratch: list[int] = []
@@ -84,6 +89,65 @@ for (ptrdiff_t b = 0; b < {batch}; b++)
     arrays["b"] = np.zeros(blocks * tile.nr, np.int32 if integer else np.float32)
     types = ("float", "float", "int32_t" if integer else "float")
     return _matmul_kernel(view, product, types, (a_source, weights, "K_b"), panel, prologue, scratch, arrays)
+
+
+def _matmul_direct(view: OpView) -> Kernel:
+    """An fp32 MATMUL of a few rows whose B is computed by the run (attention in a decode step): B is read in
+    place, a block of NR columns of every row of it per unit, instead of packed first, which would move
+    B twice more than the product reads it. The sums are the packed kernels' (from +0, fused multiply-adds
+    in k order), so the results are theirs bit for bit."""
+    batch, h, c = view.inputs[0].shape
+    w = view.inputs[1].shape[2]
+    vl = view.tools.vector_floats
+    # As many vectors of columns as keep h rows of accumulators, the vectors of B and x in registers.
+    nv = max(1, min(4, -(-w // vl), (view.tools.vector_registers - 2) // (h + 1)))
+    nr = nv * vl
+    blocks = -(-w // nr)
+    units = batch * blocks
+
+    def block(columns: int) -> list[str]:
+        vectors = -(-columns // vl)
+        lanes = [min(vl, columns - v * vl) for v in range(vectors)]
+        lines = [f"ia_vf c{i}_{v} = ia_vzero();" for i in range(h) for v in range(vectors)]
+        lines.append(f"for (ptrdiff_t k = 0; k < {c}; k++) {{")
+        for v, n in enumerate(lanes):
+            load = f"ia_vload(Bb + k * {w} + {v * vl})" if n == vl else f"ia_vload_n(Bb + k * {w} + {v * vl}, {n})"
+            lines.append(f"    const ia_vf w{v} = {load};")
+        for i in range(h):
+            lines.append(f"    {{ const ia_vf x = ia_vset1(Ab[{i * c} + k]);")
+            lines += [f"      c{i}_{v} = ia_vfma(x, w{v}, c{i}_{v});" for v in range(vectors)]
+            lines.append("    }")
+        lines.append("}")
+        for i in range(h):
+            for v, n in enumerate(lanes):
+                target = f"Cb + {i * w + v * vl}"
+                lines.append(f"ia_vstore({target}, c{i}_{v});" if n == vl else f"ia_vstore_n({target}, c{i}_{v}, {n});")
+        return lines
+
+    declare, poll = polls.countdown(units, h * c * nr, polls.PRODUCT_WORK)
+    last = w - (blocks - 1) * nr
+    body = [
+        declare,
+        "for (ptrdiff_t unit = lo; unit < hi; unit++) {",
+        f"    {poll}",
+        f"    const ptrdiff_t b = unit / {blocks}, n0 = (unit % {blocks}) * {nr};",
+        f"    const float *restrict Ab = X0 + b * {h * c};",
+        f"    const float *restrict Bb = X1 + b * {c * w} + n0;",
+        f"    float *restrict Cb = Y0 + b * {h * w} + n0;",
+    ]
+    if last == nr:
+        body += ["    {", *(f"        {line}" for line in block(nr)), "    }"]
+    else:
+        body += [f"    if (n0 + {nr} <= {w}) {{", *(f"        {line}" for line in block(nr)), "    } else {"]
+        body += [*(f"        {line}" for line in block(last)), "    }"]
+    body.append("}")
+    return Kernel(
+        "\n".join(line for line in body if line.strip()),
+        units=units,
+        macs=batch * h * w * c,
+        poll_work=polls.PRODUCT_WORK,
+        vectors=True,
+    )
 
 
 def _matmul_kernel(
