@@ -54,6 +54,7 @@ CACHE = REPO / ".cache" / "models"
 BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 PEERS = ("ironaccel", "ort", "iree", "torch")
 ROUNDS = 5
+SETTLE_S = 0.1  # the pause before each peer's calls in a round (see _time)
 SEED = 0
 RECIPE = 2  # how the random weights are made (build): part of the cache key
 FP32_BOUND = 1e-3  # largest |ours - torch| over torch's largest |output value| (a logit for the classifiers)
@@ -264,7 +265,12 @@ class ZooIronAccel(peer_mod.IronAccel):
         order = torch_order(workload.metadata)  # type: ignore[attr-defined]
         inputs = workload.inputs  # read at each call: the int8 check swaps the inputs in place
         if not workload.metadata.get("quantized"):  # type: ignore[attr-defined]
-            return peer_mod.Prepared(lambda: [exe(*inputs)[j] for j in order], lambda y: y)
+
+            def plain() -> list[np.ndarray]:
+                outs = exe(*inputs)  # one run, its outputs put in forward's order
+                return [outs[j] for j in order]
+
+            return peer_mod.Prepared(plain, lambda y: y)
         q_in = [spec.quantization for spec in exe.metadata.inputs]
         q_out = [spec.quantization for spec in exe.metadata.outputs]
 
@@ -364,7 +370,9 @@ def _workload(name: str, tosa: bytes, metadata: dict, onnx: Path | str, model: A
 
 
 def _time(prepared: dict[str, peer_mod.Prepared], seconds: float) -> dict[str, dict[str, float]]:
-    """Medians over interleaved rounds: each round calls every peer in turn, the order rotating."""
+    """Medians over interleaved rounds: each round calls every peer in turn, the order rotating, after a
+    pause in which the last peer's worker threads go idle (onnxruntime's spin after a run, and would take
+    the cores of whichever peer came next)."""
     order = list(prepared)
     per_call = {}
     for name in order:
@@ -375,6 +383,7 @@ def _time(prepared: dict[str, peer_mod.Prepared], seconds: float) -> dict[str, d
     for index in range(ROUNDS):
         shift = index % len(order)
         for name in order[shift:] + order[:shift]:
+            time.sleep(SETTLE_S)
             times[name] += prepared[name].measure(calls[name])
     stats = {}
     for name, seconds_list in times.items():
