@@ -17,12 +17,11 @@ device, then frees in order and releases the primary context.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -131,6 +130,7 @@ class CudaDevice:
         self.context = check(driver.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
         self._cond = threading.Condition()
         self._users = 0
+        self._in_use = _InUse(self)  # a plain context manager: the launch path enters one several times a call
         self.closed = False
         self._owned: dict[str, set[Any]] = {kind: set() for kind in KINDS}
         self._blas: Any = None
@@ -155,22 +155,28 @@ class CudaDevice:
         """Make the device's context current on the calling thread."""
         check(self.api.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
-    @contextlib.contextmanager
-    def use(self) -> Iterator[ModuleType]:
-        """Hold the device open while the block runs, its context current on this thread; yields the driver
-        binding. DeviceLost once the device is closed."""
+    def use(self) -> _InUse:
+        """Hold the device open while the block runs, its context current on this thread; ``with`` gives the
+        driver binding. DeviceLost once the device is closed."""
+        return self._in_use
+
+    def _enter(self) -> ModuleType:
         with self._cond:
             if self.closed:
                 raise DeviceLost(f"the CUDA device {self.name} was closed")
             self._users += 1
         try:
             self.current()
-            yield self.api
-        finally:
-            with self._cond:
-                self._users -= 1
-                if not self._users:
-                    self._cond.notify_all()
+        except BaseException:
+            self._leave()
+            raise
+        return self.api
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._users -= 1
+            if not self._users:
+                self._cond.notify_all()
 
     def adopt(self, kind: str, obj: Any) -> None:
         """``obj`` (with a ``destroy()``) is the device's until :meth:`forget`; close() destroys it."""
@@ -247,6 +253,21 @@ def open_device(selector: str | None) -> CudaDevice:
     driver = api()
     _init(driver)
     return CudaDevice(driver, choose(list_devices(driver), selector))
+
+
+class _InUse:
+    """``with device.use() as driver``: one object per device, stateless, so threads share it."""
+
+    __slots__ = ("_device",)
+
+    def __init__(self, device: CudaDevice) -> None:
+        self._device = device
+
+    def __enter__(self) -> ModuleType:
+        return self._device._enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self._device._leave()
 
 
 __all__ = ["KINDS", "CudaDevice", "Listed", "choose", "device_count", "list_devices", "open_device"]
