@@ -244,9 +244,10 @@ class Pool:
         """Each input's outputs (the list ``exe(...)`` returns), as they come: in input order when
         ``ordered``, else as they finish. Inputs are taken from ``inputs`` only as room frees up:
         ``batch_size`` inputs go to a replica in one call, and at most ``max_in_flight`` batches (default twice
-        the replicas) are sent or waiting to be yielded at once. Output arrays are read-only views of Ray's
-        object store. An error an input raises in the program (a wrong shape) is raised here; when no replica
-        is left (and none is starting), :class:`PoolExhausted` lists the failures and the inputs not done."""
+        the replicas) are sent or waiting to be yielded at once. Output arrays are views of what Ray returned
+        for their batch, and may be read-only. An error an input raises in the program (a wrong shape) is
+        raised here; when no replica is left (and none is starting), :class:`PoolExhausted` lists the
+        failures and the inputs not done."""
         if self._fleet.closed:
             raise InvalidArgument("the pool was closed")
         if not isinstance(batch_size, int) or batch_size < 1:

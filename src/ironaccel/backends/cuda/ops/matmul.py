@@ -7,7 +7,7 @@ with what cuBLASLt's forms need around it.
   transposed, as for int8); otherwise both operands widened exactly to fp16 and multiplied as fp16.
 * int8 -> int32: cuBLASLt's integer kernels take the first column-major operand transposed, so B is held
   as ``Bt[batch, n, k]``: a constant B is transposed once at load; otherwise each run copies it transposed
-  into the operator's scratch (16 x 16 tiles per thread where the extents allow). TOSA's zero points,
+  into the operator's scratch (64 x 64-byte tiles through shared memory where the extents allow). TOSA's zero points,
   constants read at load, then come as a correction of the exact product:
   ``sum (a - za)(b - zb) = sum ab - zb * rowsum(a) - za * colsum(b) + k za zb``: a row term and a column
   term added to the product in one pass over it. The row sums of A and of an input Bt are two small kernels
